@@ -1,0 +1,1 @@
+"""Baseline adapters, registered into the same method registry as the core methods."""

@@ -1,0 +1,147 @@
+"""Typed configuration: the Hydra schema, composition from command-line overrides, and validation.
+
+``compose(overrides)`` turns ``["dataset=mnist", "privacy.epsilon=1"]`` into a resolved, typed
+``DictConfig``; ``validate(cfg)`` stops a bad setting before any training with one line that names
+the problem and the accepted values.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from dpsd.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parent / "conf"
+
+
+@dataclass
+class DataConfig:
+    root: Optional[str] = None
+    download: bool = False
+
+
+@dataclass
+class DatasetConfig:
+    name: str = "digits"
+    topk: int = 3
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PrivacyConfig:
+    mode: str = "label"
+    delta: float = 1e-5
+    epsilon: Optional[float] = None
+    k: Optional[int] = None
+    rr_domain: str = "topk"
+    sigma: Optional[float] = None
+    beta: Optional[float] = None
+    stability: float = 1e-4
+    normalize_over: str = "sample"
+    gradient_topk: str = "magnitude"
+
+
+@dataclass
+class TrackingConfig:
+    uri: Optional[str] = None
+    experiment: str = "dpsd"
+    artifact_location: Optional[str] = None
+    enabled: bool = True
+
+
+@dataclass
+class ScaleConfig:
+    name: str = "smoke"
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    device: str = "auto"
+    results_dir: str = "results"
+    data: DataConfig = field(default_factory=DataConfig)
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    scale: ScaleConfig = field(default_factory=ScaleConfig)
+    model: Any = None
+    method: Any = None
+
+
+ConfigStore.instance().store(name="base_config", node=RunConfig)
+
+PRIVACY_MODES = ("label", "data", "none")
+_UNKNOWN_OPTION = re.compile(r"Could not find '([\w/]+)/(\w+)'")
+
+
+def _group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """Compose the config tree with command-line style overrides; errors become one line."""
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+        OmegaConf.resolve(cfg)
+    except MissingConfigException as err:
+        match = _UNKNOWN_OPTION.search(str(err))
+        if match:
+            group, option = match.groups()
+            raise ConfigError(
+                f"unknown {group} {option!r}; known: {', '.join(_group_options(group))}"
+            ) from None
+        raise ConfigError(str(err).splitlines()[0]) from None
+    except (ConfigCompositionException, OmegaConfBaseException) as err:
+        raise ConfigError(" ".join(str(err).split())) from None
+    return cfg
+
+
+def validate(cfg: DictConfig) -> None:
+    """Reject settings no run could honour, before any data is read or model trained."""
+    from dpsd.data import DATASETS, dataset_info
+    from dpsd.methods import METHODS
+
+    DATASETS.get(cfg.dataset.name)
+    METHODS.get(cfg.method.name)
+    privacy = cfg.privacy
+    if privacy.mode not in PRIVACY_MODES:
+        raise ConfigError(f"privacy.mode must be one of {', '.join(PRIVACY_MODES)}, got {privacy.mode!r}")
+    if not 0 < privacy.delta < 1:
+        raise ConfigError(f"privacy.delta must lie in (0, 1), got {privacy.delta}")
+    num_classes, _, _ = dataset_info(cfg.dataset.name, **cfg.dataset.options)
+    if privacy.mode == "label":
+        if privacy.epsilon is None or privacy.epsilon <= 0:
+            raise ConfigError(f"privacy.epsilon must be > 0, got {privacy.epsilon}")
+    if privacy.mode == "data":
+        for name in ("sigma", "beta"):
+            value = privacy[name]
+            if value is None or value <= 0:
+                raise ConfigError(f"privacy.{name} must be > 0, got {value}")
+    if privacy.mode in ("label", "data") and not 2 <= privacy.k <= num_classes:
+        raise ConfigError(
+            f"privacy.k must lie in [2, {num_classes}] for {cfg.dataset.name} "
+            f"({num_classes} classes), got {privacy.k}"
+        )
+    for name in ("iterations", "batch_size"):
+        if name in cfg.method and cfg.method[name] < 1:
+            raise ConfigError(f"method.{name} must be >= 1, got {cfg.method[name]}")
+
+
+def resolve_paths(cfg: DictConfig) -> DictConfig:
+    """Make every path absolute (Ray trials change their working directory)."""
+    cfg = cfg.copy()
+    cfg.results_dir = str(Path(cfg.results_dir).expanduser().resolve())
+    if cfg.data.root is not None:
+        cfg.data.root = str(Path(cfg.data.root).expanduser().resolve())
+    return cfg

@@ -1,0 +1,360 @@
+"""Dataset registry: each loader builds the private (train) and held-out test split of one dataset.
+
+Every item is ``(x, y)``: ``x`` a float32 ``C x H x W`` tensor scaled to [-1, 1], ``y`` an int.
+Small datasets (digits, MNIST, Fashion-MNIST, CIFAR, MedMNIST) are held in memory as tensors;
+CelebA, COVIDx and ImageNet stay on disk and are decoded, resized and center-cropped on access.
+File-based loaders read from ``data.root`` (each docstring gives its layout) and report missing
+files as one :class:`~dpsd.errors.ConfigError` line naming the files and folder they expected.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset, TensorDataset
+from torchvision import datasets, transforms
+
+from dpsd.errors import ConfigError
+from dpsd.registry import Registry
+
+DATASETS: Registry = Registry("dataset")
+
+# name -> function of the loader's options giving (num_classes, channels, default image size)
+_INFO: dict[str, Callable[..., tuple[int, int, int]]] = {}
+
+DEFAULT_MEDMNIST_FLAG = "pathmnist"
+_SET_ROOT_OR_DOWNLOAD = "set data.root, or data.download=true"
+_SET_ROOT_NO_DOWNLOAD = "set data.root; this source cannot be downloaded automatically"
+
+
+@dataclass
+class DataSplits:
+    name: str
+    train: Dataset  # the PRIVATE split
+    test: Dataset  # held out: never used for training or selection
+    num_classes: int
+    channels: int
+    image_size: int  # square side after any resize
+    class_names: list[str]
+
+
+def load_dataset(
+    name: str,
+    root: str | os.PathLike | None = None,
+    download: bool = False,
+    image_size: int | None = None,
+    **options,
+) -> DataSplits:
+    """Build dataset ``name``; ``image_size=None`` keeps its native (or documented default) size."""
+    _, _, size = dataset_info(name, image_size, **options)
+    path = None if root is None else Path(root).expanduser().resolve()
+    return DATASETS.get(name)(path, download, size, **options)
+
+
+def dataset_info(name: str, image_size: int | None = None, **options) -> tuple[int, int, int]:
+    """``(num_classes, channels, image_size)`` of dataset ``name``, without reading any file."""
+    _check_options(name, DATASETS.get(name), options)
+    num_classes, channels, default_size = _INFO[name](**options)
+    return num_classes, channels, image_size or default_size
+
+
+def _check_options(name: str, loader: Callable, options: dict) -> None:
+    signature = inspect.signature(loader)
+    try:
+        signature.bind(None, False, 0, **options)
+    except TypeError:
+        accepted = ", ".join(list(signature.parameters)[3:]) or "none"
+        raise ConfigError(
+            f"dataset {name!r} does not take option(s) {', '.join(options)}; its options: {accepted}"
+        ) from None
+
+
+def _register(name: str, info: tuple[int, int, int] | Callable[..., tuple[int, int, int]]):
+    """Register a loader under ``name`` with its (num_classes, channels, default image size),
+    given as a tuple or as a function of the loader's options."""
+
+    def add(loader):
+        _INFO[name] = info if callable(info) else lambda: info
+        return DATASETS.register(name)(loader)
+
+    return add
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared building blocks
+
+
+class TensorSplit(TensorDataset):
+    """Images and labels held in memory; labels come out as Python ints."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        image, label = super().__getitem__(index)
+        return image, int(label)
+
+
+class IndexedSplit(Dataset):
+    """The items ``indices`` of a lazily transformed dataset ``source``, relabelled with ``labels``."""
+
+    def __init__(self, source: Dataset, indices: Sequence[int], labels: Sequence[int]) -> None:
+        self.source, self.indices, self.labels = source, list(indices), list(labels)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return self.source[self.indices[index]][0], self.labels[index]
+
+
+def _tensor_split(images, labels, image_size: int, max_value: float = 255.0) -> TensorSplit:
+    """In-memory split from ``N x H x W`` or ``N x H x W x C`` pixels in [0, max_value]."""
+    x = torch.as_tensor(np.asarray(images), dtype=torch.float32)
+    x = x.unsqueeze(1) if x.ndim == 3 else x.permute(0, 3, 1, 2)
+    x = x * (2.0 / max_value) - 1.0
+    if x.shape[-1] != image_size:
+        x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", antialias=True).clamp(-1, 1)
+    return TensorSplit(x.contiguous(), torch.as_tensor(np.asarray(labels), dtype=torch.long).reshape(-1))
+
+
+def _memory_splits(name, train, test, class_names, image_size, max_value=255.0) -> DataSplits:
+    """DataSplits held in memory; ``train`` and ``test`` are (pixels, labels) pairs."""
+    train_set, test_set = (_tensor_split(x, y, image_size, max_value) for x, y in (train, test))
+    channels = train_set.tensors[0].shape[1]
+    return DataSplits(name, train_set, test_set, len(class_names), channels, image_size, list(class_names))
+
+
+def _lazy_splits(name, train: IndexedSplit, test: IndexedSplit, class_names, image_size) -> DataSplits:
+    return DataSplits(name, train, test, len(class_names), 3, image_size, list(class_names))
+
+
+def _image_transform(image_size: int) -> transforms.Compose:
+    """PIL image -> float tensor in [-1, 1], resized (short side) and center-cropped to a square."""
+    return transforms.Compose([
+        transforms.Resize(image_size),
+        transforms.CenterCrop(image_size),
+        transforms.ToTensor(),
+        transforms.Normalize((0.5,), (0.5,)),
+    ])
+
+
+def _whole_folder(folder: datasets.ImageFolder) -> IndexedSplit:
+    return IndexedSplit(folder, range(len(folder)), folder.targets)
+
+
+def _require_root(name: str, root: Path | None) -> Path:
+    if root is None:
+        raise ConfigError(f"{name}: data.root must be set to the folder that holds its files")
+    return root
+
+
+@contextmanager
+def _expecting(name: str, expected: str, folder: Path, download: bool,
+               missing_hint: str = _SET_ROOT_OR_DOWNLOAD) -> Iterator[None]:
+    """Turn a missing-file (or failed download) error raised inside the block by torchvision,
+    medmnist or numpy into one ConfigError line naming the files and folder expected."""
+    try:
+        yield
+    except (RuntimeError, OSError) as err:
+        hint = f"download failed: {str(err).strip().splitlines()[0]}" if download else missing_hint
+        raise ConfigError(f"{name}: expected {expected} under {folder} ({hint})") from err
+
+
+def _refuse_download(name: str, expected: str, folder: Path, download: bool) -> None:
+    if download:
+        raise ConfigError(f"{name} cannot be downloaded automatically; place {expected} under {folder}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loaders: (root, download, image_size, **options) -> DataSplits; load_dataset resolves image_size
+
+
+@_register("digits", (10, 1, 8))
+def load_digits(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """scikit-learn's bundled 8x8 digits (1,797 images, 10 classes; no files, root is ignored).
+
+    Split 80% train / 20% test, stratified, with the fixed seed 0, independent of any run seed."""
+    from sklearn.datasets import load_digits as sklearn_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = sklearn_digits()
+    x_train, x_test, y_train, y_test = train_test_split(
+        digits.images, digits.target, test_size=0.2, stratify=digits.target, random_state=0
+    )
+    class_names = [str(d) for d in range(10)]
+    return _memory_splits("digits", (x_train, y_train), (x_test, y_test), class_names, image_size, 16.0)
+
+
+def _load_idx(name: str, dataset_cls, root: Path | None, download: bool, image_size: int) -> DataSplits:
+    root = _require_root(name, root)
+    files = ", ".join(Path(file).stem for file, _ in dataset_cls.resources)
+    with _expecting(name, f"the raw IDX files {files}", root / dataset_cls.__name__ / "raw", download):
+        train, test = (dataset_cls(root, train=is_train, download=download) for is_train in (True, False))
+    return _memory_splits(name, (train.data, train.targets), (test.data, test.targets), train.classes, image_size)
+
+
+@_register("mnist", (10, 1, 28))
+def load_mnist(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """MNIST: 60,000 / 10,000 28x28 grayscale digits, in memory, from the four uncompressed IDX
+    files under ``root/MNIST/raw/`` (torchvision's layout)."""
+    return _load_idx("mnist", datasets.MNIST, root, download, image_size)
+
+
+@_register("fmnist", (10, 1, 28))
+def load_fmnist(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """Fashion-MNIST: 60,000 / 10,000 28x28 grayscale clothing images, in memory, from the four
+    uncompressed IDX files under ``root/FashionMNIST/raw/`` (torchvision's layout)."""
+    return _load_idx("fmnist", datasets.FashionMNIST, root, download, image_size)
+
+
+def _load_cifar(name: str, dataset_cls, root: Path | None, download: bool, image_size: int) -> DataSplits:
+    root = _require_root(name, root)
+    batches = [file for file, _ in dataset_cls.train_list + dataset_cls.test_list] + [dataset_cls.meta["filename"]]
+    with _expecting(name, f"the python batches {', '.join(batches)}", root / dataset_cls.base_folder, download):
+        train, test = (dataset_cls(root, train=is_train, download=download) for is_train in (True, False))
+    return _memory_splits(name, (train.data, train.targets), (test.data, test.targets), train.classes, image_size)
+
+
+@_register("cifar10", (10, 3, 32))
+def load_cifar10(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """CIFAR-10: 50,000 / 10,000 32x32 colour images, in memory, from ``root/cifar-10-batches-py/``."""
+    return _load_cifar("cifar10", datasets.CIFAR10, root, download, image_size)
+
+
+@_register("cifar100", (100, 3, 32))
+def load_cifar100(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """CIFAR-100 (fine labels): 50,000 / 10,000 32x32 colour images, in memory, from
+    ``root/cifar-100-python/``."""
+    return _load_cifar("cifar100", datasets.CIFAR100, root, download, image_size)
+
+
+_HAIR_ATTRIBUTES = ("Black_Hair", "Blond_Hair", "Brown_Hair")
+
+
+def _hair_labels(attr: torch.Tensor, names: list[str]) -> tuple[list[int], list[int]]:
+    """Rows with exactly one of black / blond / brown hair set, labelled 0 / 1 / 2."""
+    hair = attr[:, [names.index(a) for a in _HAIR_ATTRIBUTES]]
+    keep = hair.sum(dim=1) == 1
+    return keep.nonzero().flatten().tolist(), hair[keep].argmax(dim=1).tolist()
+
+
+def _gender_labels(attr: torch.Tensor, names: list[str]) -> tuple[list[int], list[int]]:
+    """Every row, labelled 0 = female, 1 = male (attribute Male)."""
+    return list(range(len(attr))), attr[:, names.index("Male")].tolist()
+
+
+def _load_celeba(name, labeller, class_names, root: Path | None, download: bool, image_size: int) -> DataSplits:
+    root = _require_root(name, root)
+    files = ["img_align_celeba/"] + [file for _, _, file in datasets.CelebA.file_list if not file.endswith(".zip")]
+    transform = _image_transform(image_size)
+    with _expecting(name, ", ".join(files), root / datasets.CelebA.base_folder, download):
+        train, test = (
+            datasets.CelebA(root, split=split, target_type="attr", transform=transform, download=download)
+            for split in ("train", "test")
+        )
+    train_split, test_split = (IndexedSplit(s, *labeller(s.attr, s.attr_names)) for s in (train, test))
+    return _lazy_splits(name, train_split, test_split, class_names, image_size)
+
+
+@_register("celeba_hair", (3, 3, 32))
+def load_celeba_hair(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """CelebA-H (DPSD §IV-A, following DPDFD): CelebA faces labelled black / blonde / brown hair
+    from the attributes Black_Hair, Blond_Hair, Brown_Hair, keeping only images with exactly one of
+    the three set. Official train / test partitions of ``root/celeba/`` (torchvision's layout),
+    resized and center-cropped to image_size (default 32), decoded lazily."""
+    return _load_celeba("celeba_hair", _hair_labels, ["black", "blonde", "brown"], root, download, image_size)
+
+
+@_register("celeba_gender", (2, 3, 32))
+def load_celeba_gender(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """CelebA-G (DPSD §IV-A, following DPDFD): CelebA faces labelled female / male from the
+    attribute Male. Official train / test partitions of ``root/celeba/`` (torchvision's layout),
+    resized and center-cropped to image_size (default 32), decoded lazily."""
+    return _load_celeba("celeba_gender", _gender_labels, ["female", "male"], root, download, image_size)
+
+
+def _medmnist_flags() -> list[str]:
+    """The 2D single-label MedMNIST flags."""
+    import medmnist
+    from medmnist.dataset import MedMNIST2D
+
+    return [
+        flag for flag, info in medmnist.INFO.items()
+        if "multi-label" not in info["task"] and issubclass(getattr(medmnist, info["python_class"]), MedMNIST2D)
+    ]
+
+
+def _medmnist_entry(flag: str) -> dict:
+    """``medmnist.INFO[flag]`` for a supported flag; ConfigError otherwise."""
+    import medmnist
+
+    if "multi-label" in medmnist.INFO.get(flag, {}).get("task", ""):
+        raise ConfigError(f"medmnist flag {flag!r} is multi-label; multi-label flags are not supported")
+    if flag not in _medmnist_flags():
+        raise ConfigError(f"unknown medmnist flag {flag!r}; 2D single-label flags: {', '.join(_medmnist_flags())}")
+    return medmnist.INFO[flag]
+
+
+def _medmnist_info(flag: str = DEFAULT_MEDMNIST_FLAG) -> tuple[int, int, int]:
+    info = _medmnist_entry(flag)
+    return len(info["label"]), info["n_channels"], 28
+
+
+@_register("medmnist", _medmnist_info)
+def load_medmnist(
+    root: Path | None, download: bool, image_size: int, flag: str = DEFAULT_MEDMNIST_FLAG
+) -> DataSplits:
+    """MedMNIST v2, one 2D single-label ``flag`` (default pathmnist) at 28x28, in memory, from
+    the arrays train_images, train_labels, test_images, test_labels of ``root/medmnist/{flag}.npz``
+    (medmnist's own file; download=true lets medmnist fetch it). Its val split is not used."""
+    import medmnist
+
+    info = _medmnist_entry(flag)
+    folder = _require_root("medmnist", root) / "medmnist"
+    with _expecting("medmnist", f"{flag}.npz", folder, download):
+        if download:
+            folder.mkdir(parents=True, exist_ok=True)
+            getattr(medmnist, info["python_class"])(split="train", root=str(folder), download=True, size=28)
+        with np.load(folder / f"{flag}.npz") as arrays:
+            train, test = ((arrays[f"{s}_images"], arrays[f"{s}_labels"]) for s in ("train", "test"))
+    class_names = [info["label"][str(i)] for i in range(len(info["label"]))]
+    return _memory_splits("medmnist", train, test, class_names, image_size)
+
+
+@_register("covidx", (3, 3, 32))
+def load_covidx(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """COVIDx chest X-rays as an image folder ``root/covidx/{train,test}/<class>/*.png|jpg``; the
+    classes are the folder names (COVID-19, normal, pneumonia in the original release). Converted to
+    RGB, resized and center-cropped to image_size (default 32), decoded lazily."""
+    folder = _require_root("covidx", root) / "covidx"
+    expected = "train/<class>/ and test/<class>/ image folders"
+    _refuse_download("covidx", expected, folder, download)
+    transform = _image_transform(image_size)
+    with _expecting("covidx", expected, folder, download, _SET_ROOT_NO_DOWNLOAD):
+        train, test = (datasets.ImageFolder(folder / s, transform=transform) for s in ("train", "test"))
+    if train.classes != test.classes:
+        raise ConfigError(f"covidx: class folders differ between train ({train.classes}) and test ({test.classes})")
+    return _lazy_splits("covidx", _whole_folder(train), _whole_folder(test), train.classes, image_size)
+
+
+@_register("imagenet", (1000, 3, 64))
+def load_imagenet(root: Path | None, download: bool, image_size: int) -> DataSplits:
+    """ImageNet-1k (ILSVRC 2012) via torchvision from ``root/imagenet/``: the archives
+    ILSVRC2012_devkit_t12.tar.gz, ILSVRC2012_img_train.tar, ILSVRC2012_img_val.tar, which torchvision
+    unpacks on first use into meta.bin, train/, val/. The test split is the official val split.
+    Resized and center-cropped to image_size (default 64), decoded lazily."""
+    folder = _require_root("imagenet", root) / "imagenet"
+    expected = ("ILSVRC2012_devkit_t12.tar.gz, ILSVRC2012_img_train.tar, ILSVRC2012_img_val.tar "
+                "(or torchvision's unpacked meta.bin, train/, val/)")
+    _refuse_download("imagenet", expected, folder, download)
+    transform = _image_transform(image_size)
+    with _expecting("imagenet", expected, folder, download, _SET_ROOT_NO_DOWNLOAD):
+        train, test = (datasets.ImageNet(folder, split=s, transform=transform) for s in ("train", "val"))
+    class_names = [synonyms[0] for synonyms in train.classes]
+    return _lazy_splits("imagenet", _whole_folder(train), _whole_folder(test), class_names, image_size)

@@ -1,0 +1,102 @@
+"""The one flow: config -> data -> teacher(s) -> method.fit -> evaluate -> MLflow.
+
+Data moves one way. The runner prepares a :class:`RunContext`, lets the method train, measures
+test accuracy on the held-out split (never used for training or selection: the final iterate is
+reported), turns the ledger into both epsilon figures and records everything.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from tqdm.auto import tqdm
+
+from dpsd.config import resolve_paths, validate
+from dpsd.data import dataset_info, load_dataset
+from dpsd.methods import METHODS
+from dpsd.methods.base import DataInfo, RunContext
+from dpsd.privacy.accounting import Ledger
+from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA where there is one and the CPU otherwise."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def data_info(cfg: DictConfig) -> DataInfo:
+    num_classes, channels, image_size = dataset_info(cfg.dataset.name, **cfg.dataset.options)
+    return DataInfo(num_classes, channels, image_size)
+
+
+def privacy_report(cfg: DictConfig) -> dict[str, Any]:
+    """Both epsilon ledgers for the run ``cfg`` describes, without reading data or training."""
+    validate(cfg)
+    method = METHODS.get(cfg.method.name)
+    ledger = method.plan_ledger(cfg, data_info(cfg))
+    return {"method": cfg.method.name, "privacy_mode": cfg.privacy.mode, **ledger.summary(float(cfg.privacy.delta))}
+
+
+def load_data(cfg: DictConfig):
+    return load_dataset(cfg.dataset.name, root=cfg.data.root, download=cfg.data.download, **cfg.dataset.options)
+
+
+def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any]:
+    """Train, evaluate, account and record one run; returns its summary."""
+    validate(cfg)
+    cfg = resolve_paths(cfg)
+    device = resolve_device(cfg.device)
+    torch.manual_seed(int(cfg.seed))
+    data = load_data(cfg)
+    method_cls = METHODS.get(cfg.method.name)
+    teachers, teacher_records = [], []
+    for _ in range(method_cls.num_teachers(cfg)):
+        teacher, record = load_or_train_teacher(cfg, data, device)
+        teachers.append(teacher)
+        teacher_records.append(record)
+    plan = method_cls.plan_ledger(cfg, data_info(cfg))
+    ledger = Ledger(claim=plan.claim, notes=plan.notes)
+    torch.manual_seed(int(cfg.seed))  # the same initial weights whether the teacher was cached or trained
+    rng = torch.Generator(device=device).manual_seed(int(cfg.seed))
+    with tqdm(total=method_cls.total_steps(cfg), desc=cfg.method.name, unit="it", disable=None if show_progress else True) as bar:
+
+        def progress(step: int, metrics: dict[str, float]) -> None:
+            bar.set_postfix({k: f"{v:.3f}" for k, v in metrics.items()})
+            bar.update()
+
+        ctx = RunContext(cfg=cfg, data=data, teachers=teachers, device=device, rng=rng, ledger=ledger, progress=progress)
+        result = method_cls().fit(ctx)
+    privacy = result.ledger.summary(float(cfg.privacy.delta))
+    metrics = {
+        "student_test_accuracy": evaluate_accuracy(result.student, data.test, device),
+        "teacher_test_accuracy": teacher_records[0]["test_accuracy"],
+        "eps_claimed": privacy["eps_claimed"],
+        "eps_rigorous": privacy["eps_rigorous"],
+        "eps_rigorous_rdp": privacy["eps_rigorous_rdp"],
+        "eps_rigorous_pld": privacy["eps_rigorous_pld"],
+        "delta": privacy["delta"],
+        "queries": privacy["queries"],
+        **result.metrics,
+    }
+    summary = {"metrics": metrics, "privacy": privacy, "teachers": teacher_records, "run_id": None}
+    if cfg.tracking.enabled:
+        from dpsd import tracking
+
+        models = {"student": result.student}
+        if result.generator is not None:
+            models["generator"] = result.generator
+        tags = {"method": cfg.method.name, "dataset": cfg.dataset.name, "scale": cfg.scale.name,
+                "privacy_mode": cfg.privacy.mode}
+        summary["run_id"] = tracking.record_run(cfg, _loggable(metrics), privacy, models, result.samples, tags)
+        summary["tracking_uri"] = tracking.tracking_uri(cfg)
+    return summary
+
+
+def _loggable(metrics: dict[str, Any]) -> dict[str, float]:
+    """MLflow metrics must be finite numbers; an infinite epsilon is kept in ledger.json."""
+    return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}

@@ -1,0 +1,87 @@
+"""Distillation and generator losses shared by the methods.
+
+Each function returns the *sum* over the batch unless it says otherwise, matching the papers'
+``sum_{i=1}^b`` notation; callers divide by the batch size where an optimiser step wants a mean.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+_EPS = 1e-8
+
+
+def soft_cross_entropy(logits: Tensor, target: Tensor) -> Tensor:
+    """DPSD Eq. (7): cross-entropy of the student's outputs against (possibly soft) targets, per row."""
+    return -(target * F.log_softmax(logits, dim=1)).sum(dim=1)
+
+
+def kd_loss(student_logits: Tensor, teacher_probs: Tensor) -> Tensor:
+    """Classic KD (Hinton et al.): KL(teacher || student) per row, at temperature 1."""
+    log_ps = F.log_softmax(student_logits, dim=1)
+    return (teacher_probs * (torch.log(teacher_probs + _EPS) - log_ps)).sum(dim=1)
+
+
+def dkd_loss(student_logits: Tensor, teacher_probs: Tensor, balance: float) -> Tensor:
+    """DPSD Eq. (2): decoupled KD, target-class term l_tc plus ``balance`` (lambda) times l_nc, per row.
+
+    With r the teacher's class, p_t and p_s the teacher's and student's probabilities:
+    l_tc = p_t,r log(p_t,r / p_s,r) + (1 - p_t,r) log((1 - p_t,r) / (1 - p_s,r)) and
+    l_nc = sum_{j != r} p_t,j / (1 - p_t,j) * log(p_t,j (1 - p_s,j) / (p_s,j (1 - p_t,j))), as printed.
+    """
+    p_s = F.softmax(student_logits, dim=1).clamp(_EPS, 1 - _EPS)
+    p_t = teacher_probs.clamp(_EPS, 1 - _EPS)
+    target = p_t.argmax(dim=1, keepdim=True)
+    pt_r, ps_r = p_t.gather(1, target), p_s.gather(1, target)
+    l_tc = pt_r * torch.log(pt_r / ps_r) + (1 - pt_r) * torch.log((1 - pt_r) / (1 - ps_r))
+    non_target = torch.ones_like(p_t).scatter_(1, target, 0.0)
+    ratio = p_t / (1 - p_t)
+    l_nc = (non_target * ratio * torch.log(p_t * (1 - p_s) / (p_s * (1 - p_t)))).sum(dim=1, keepdim=True)
+    return (l_tc + balance * l_nc).squeeze(1)
+
+
+def distillation_loss(name: str, student_logits: Tensor, teacher_probs: Tensor, balance: float) -> Tensor:
+    """The distillation loss L_t named by config (``kd`` or ``dkd``; DPSD Fig. 6 ablation), per row."""
+    if name == "dkd":
+        return dkd_loss(student_logits, teacher_probs, balance)
+    if name == "kd":
+        return kd_loss(student_logits, teacher_probs)
+    raise ValueError(f"unknown distillation loss {name!r}; known: dkd, kd")
+
+
+def one_hot_loss(logits: Tensor) -> Tensor:
+    """DPSD Eq. (8), first term: cross-entropy against the discriminator's own argmax (mean over batch)."""
+    return F.cross_entropy(logits, logits.argmax(dim=1))
+
+
+def information_entropy_loss(logits: Tensor, form: str) -> Tensor:
+    """DPSD Eq. (8), second term.
+
+    ``form="batch_mean"`` (DAFL): p_bar log p_bar of the batch-mean prediction, minimised to
+    balance classes — the purpose the text gives. ``form="per_sample"``: the literal
+    ``sum_i Phi_s(x_i) log Phi_s(x_i)`` averaged over samples, which minimised makes each sample
+    *less* confident.
+    """
+    probs = F.softmax(logits, dim=1)
+    if form == "batch_mean":
+        mean = probs.mean(dim=0)
+        return (mean * torch.log(mean + _EPS)).sum()
+    if form == "per_sample":
+        return (probs * torch.log(probs + _EPS)).sum(dim=1).mean()
+    raise ValueError(f"information_entropy_loss: form must be 'batch_mean' or 'per_sample', got {form!r}")
+
+
+def activation_loss(features: Tensor, sign: str) -> Tensor:
+    """DPSD Eq. (8), third term: L2 norm of the backbone features (mean over batch).
+
+    ``sign="maximize"`` returns ``-||f||`` (DAFL, and the text: real data activates the backbone
+    more); ``sign="minimize"`` returns ``+||f||`` as Eq. (8) literally adds it to the minimised loss.
+    """
+    norm = features.flatten(1).norm(dim=1).mean()
+    if sign == "maximize":
+        return -norm
+    if sign == "minimize":
+        return norm
+    raise ValueError(f"activation_loss: sign must be 'maximize' or 'minimize', got {sign!r}")

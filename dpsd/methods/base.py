@@ -1,0 +1,83 @@
+"""The method interface every core method and baseline adapter implements.
+
+A method is a class registered by name with ``@register_method("name")``. It reads its settings
+from ``ctx.cfg``, trains, and returns a :class:`RunResult`; it never writes files or talks to MLflow
+(the runner records what it returns). ``plan_ledger`` states, without training, which private
+releases a run with this config will make, so ``dpsd privacy-report`` can account for a run before
+it happens; ``fit`` records the releases as it makes them into ``ctx.ledger``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from dpsd.data import DataSplits
+from dpsd.privacy.accounting import Ledger
+from dpsd.registry import Registry
+
+METHODS: Registry[type["Method"]] = Registry("method")
+register_method = METHODS.register
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """What a method may know about the private data without reading it."""
+
+    num_classes: int
+    channels: int
+    image_size: int
+    num_train: Optional[int] = None
+
+
+@dataclass
+class RunContext:
+    """Everything a method's ``fit`` needs, prepared by the runner."""
+
+    cfg: DictConfig
+    data: DataSplits
+    teachers: list[nn.Module]
+    device: torch.device
+    rng: torch.Generator
+    ledger: Ledger
+    progress: Callable[[int, dict[str, float]], None] = lambda step, metrics: None
+
+    @property
+    def info(self) -> DataInfo:
+        return DataInfo(self.data.num_classes, self.data.channels, self.data.image_size, len(self.data.train))
+
+
+@dataclass
+class RunResult:
+    """What a method hands back: the releasable models, its own metrics and the filled ledger."""
+
+    student: nn.Module
+    ledger: Ledger
+    generator: Optional[nn.Module] = None
+    samples: Optional[torch.Tensor] = None  # a few synthetic images for the sample grid
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class Method:
+    """Base class: subclasses implement ``plan_ledger`` and ``fit``."""
+
+    #: how many teachers the runner must prepare (ensembles override this from config)
+    @staticmethod
+    def num_teachers(cfg: DictConfig) -> int:
+        return 1
+
+    @staticmethod
+    def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
+        raise NotImplementedError
+
+    def fit(self, ctx: RunContext) -> RunResult:
+        raise NotImplementedError
+
+    @staticmethod
+    def total_steps(cfg: DictConfig) -> int:
+        """Length of the progress bar."""
+        return int(cfg.method.iterations)

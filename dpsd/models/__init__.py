@@ -1,0 +1,84 @@
+"""Model builders: students, teachers and generators, looked up by name.
+
+Students and teachers share one namespace, :data:`ARCHITECTURES`: any registered classifier may
+play either role (DPSD uses ResNet34 as student on ImageNet, and the DataLens CNN elsewhere).
+Every architecture builder is a :data:`ClassifierBuilder`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+from dpsd.models.generators import Generator
+from dpsd.registry import Registry
+
+ClassifierBuilder = Callable[[int, int, int, bool], nn.Module]
+"""``(channels, image_size, num_classes, pretrained) -> model returning logits``."""
+
+ARCHITECTURES: Registry[ClassifierBuilder] = Registry("architecture")
+
+# The submodules register their builders into ARCHITECTURES on import, so it must exist first.
+from dpsd.models import students, teachers  # noqa: E402,F401
+
+__all__ = [
+    "ARCHITECTURES",
+    "ClassifierBuilder",
+    "Generator",
+    "build_classifier",
+    "build_generator",
+    "penultimate_features",
+    "xavier_init_",
+]
+
+
+def build_classifier(
+    arch: str, channels: int, image_size: int, num_classes: int, pretrained: bool = False
+) -> nn.Module:
+    """Build the registered architecture ``arch`` for ``channels`` x ``image_size``² inputs.
+
+    Raises :class:`~dpsd.errors.ConfigError` for an unknown name (listing the known ones) or for
+    ``pretrained=True`` where no matching weights exist.
+    """
+    return ARCHITECTURES.get(arch)(channels, image_size, num_classes, pretrained)
+
+
+def build_generator(latent_dim: int, channels: int, image_size: int, width: int = 64) -> Generator:
+    """The DCGAN-style generator of DAFL / DPDFD §3 / DPSD Alg. 1, sized to the dataset."""
+    return Generator(latent_dim, channels, image_size, width)
+
+
+def penultimate_features(model: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
+    """Run ``model(x)`` and return ``(features entering its final nn.Linear, logits)``.
+
+    The final layer is the last :class:`nn.Linear` in ``model.modules()`` order, which is the
+    classification head for every registered architecture. The features feed the activation loss
+    of the generator (DPSD Eq. (8), third term; DPDFD Eq. (5)), which must work on any student.
+    """
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise TypeError(f"{type(model).__name__} has no nn.Linear layer")
+    captured: list[Tensor] = []
+    handle = linears[-1].register_forward_hook(lambda _m, inputs, _out: captured.append(inputs[0]))
+    try:
+        logits = model(x)
+    finally:
+        handle.remove()
+    return captured[-1], logits
+
+
+@torch.no_grad()
+def xavier_init_(module: nn.Module) -> nn.Module:
+    """Xavier-uniform weights and zero biases for every conv / linear layer of ``module``.
+
+    DPSD Alg. 1, line 1 initialises the student and the generator with Xavier. Normalisation
+    layers keep their default (unit scale, zero shift). Returns ``module`` for chaining.
+    """
+    for layer in module.modules():
+        if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+            nn.init.xavier_uniform_(layer.weight)
+            if layer.bias is not None:
+                nn.init.zeros_(layer.bias)
+    return module

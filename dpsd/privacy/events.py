@@ -1,0 +1,123 @@
+"""What a method releases about the private training set, one record per kind of release.
+
+Events describe mechanisms, not accounting: the accountants in :mod:`dpsd.privacy.accounting` turn
+a list of them into an epsilon. Every event is w.r.t. *one private training record*: a teacher is
+an arbitrary function of its private data, so one changed record may change every answer it gives,
+and each event's sensitivity (or randomized-response pair) is the worst case over that change.
+
+Events are frozen dataclasses; ``dataclasses.asdict(event)`` is JSON-ready and carries the event's
+``kind``. ``count`` is the number of independent, adaptively composed releases of that kind.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from dpsd.errors import ConfigError
+
+
+def _check_count(kind: str, count: int) -> None:
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ConfigError(f"{kind}: count must be a non-negative integer, got {count!r}")
+
+
+def _check_non_negative(kind: str, name: str, value: float) -> None:
+    if not value >= 0:  # also rejects NaN
+        raise ConfigError(f"{kind}: {name} must be >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class GaussianRelease:
+    """``count`` releases of a vector with L2 sensitivity ``l2_sensitivity`` plus N(0, noise_std^2 I).
+
+    The Gaussian mechanism (DPSD Theorem 5); its privacy depends only on
+    ``noise_multiplier = noise_std / l2_sensitivity``. ``noise_std = 0`` with a positive sensitivity
+    is a non-private release (epsilon = inf); ``l2_sensitivity = 0`` releases nothing private.
+    """
+
+    l2_sensitivity: float
+    noise_std: float
+    count: int = 1
+    note: str = ""
+    kind: str = field(default="gaussian", init=False)
+
+    def __post_init__(self) -> None:
+        _check_non_negative(self.kind, "l2_sensitivity", self.l2_sensitivity)
+        _check_non_negative(self.kind, "noise_std", self.noise_std)
+        _check_count(self.kind, self.count)
+
+    @property
+    def noise_multiplier(self) -> float:
+        """``noise_std / l2_sensitivity`` (inf when the sensitivity is zero)."""
+        if self.l2_sensitivity == 0:
+            return math.inf
+        return self.noise_std / self.l2_sensitivity
+
+
+@dataclass(frozen=True)
+class RandomizedResponseRelease:
+    """``count`` k-ary randomized-response answers, each ``epsilon``-DP (DPSD Eq. (4), Lemma 2).
+
+    Each answer is the true bucket with probability e^eps / (e^eps + k - 1) and each other bucket
+    with probability 1 / (e^eps + k - 1). The worst case for one changed training record moves the
+    truth from one bucket to another. ``epsilon = inf`` is a non-private answer; a single bucket or
+    ``epsilon = 0`` releases nothing private.
+    """
+
+    epsilon: float
+    num_buckets: int
+    count: int = 1
+    note: str = ""
+    kind: str = field(default="randomized_response", init=False)
+
+    def __post_init__(self) -> None:
+        _check_non_negative(self.kind, "epsilon", self.epsilon)
+        buckets = self.num_buckets
+        if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+            raise ConfigError(f"{self.kind}: num_buckets must be a positive integer, got {buckets!r}")
+        _check_count(self.kind, self.count)
+
+    @property
+    def noise_parameter(self) -> float:
+        """dp-accounting's parameterisation: the probability p of answering a uniformly random bucket.
+
+        With p = k / (e^eps + k - 1) the truth comes out with probability 1 - p + p/k =
+        e^eps / (e^eps + k - 1) and each other bucket with p/k = 1 / (e^eps + k - 1), as in Eq. (4).
+        """
+        # k / (e^eps + k - 1), written to avoid overflowing e^eps.
+        odds = math.exp(-self.epsilon)
+        return self.num_buckets * odds / (1.0 + (self.num_buckets - 1) * odds)
+
+
+@dataclass(frozen=True)
+class LaplaceRelease:
+    """``count`` releases of a value with L1 sensitivity ``l1_sensitivity`` plus Laplace(``scale``) noise.
+
+    Each release is pure ``epsilon = l1_sensitivity / scale``-DP. ``scale = 0`` with a positive
+    sensitivity is a non-private release; ``l1_sensitivity = 0`` releases nothing private.
+    """
+
+    l1_sensitivity: float
+    scale: float
+    count: int = 1
+    note: str = ""
+    kind: str = field(default="laplace", init=False)
+
+    def __post_init__(self) -> None:
+        _check_non_negative(self.kind, "l1_sensitivity", self.l1_sensitivity)
+        _check_non_negative(self.kind, "scale", self.scale)
+        _check_count(self.kind, self.count)
+
+    @property
+    def epsilon(self) -> float:
+        """Pure DP epsilon of one release, ``l1_sensitivity / scale``."""
+        if self.l1_sensitivity == 0:
+            return 0.0
+        if self.scale == 0:
+            return math.inf
+        return self.l1_sensitivity / self.scale
+
+
+PrivacyEvent = GaussianRelease | RandomizedResponseRelease | LaplaceRelease
+"""Any event the ledger accepts."""

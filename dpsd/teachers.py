@@ -1,0 +1,125 @@
+"""Train, cache and load teachers, keyed by (dataset, architecture, seed, recipe).
+
+A teacher is trained on the private split once and stored under ``results/teachers/``, outside
+every tracked artifact: it is the one thing a run must never release. Later runs with the same
+key load it instead of retraining.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Subset
+from tqdm.auto import tqdm
+
+from dpsd.data import DataSplits
+from dpsd.models import build_classifier
+
+
+
+def teacher_cache_dir(cfg: DictConfig) -> Path:
+    """``<results_dir>/teachers``: outside every tracked artifact."""
+    return Path(cfg.results_dir) / "teachers"
+
+
+@dataclass(frozen=True)
+class TeacherKey:
+    """Everything that determines a trained teacher's weights."""
+
+    dataset: str
+    dataset_options: str
+    arch: str
+    seed: int
+    recipe: str
+    member: str = "full"  # "full", or "i/n" for member i of an n-way disjoint partition
+
+    @property
+    def filename(self) -> str:
+        digest = hashlib.sha256(json.dumps(self.__dict__, sort_keys=True).encode()).hexdigest()[:12]
+        return f"{self.dataset}-{self.arch}-seed{self.seed}-{digest}.pt"
+
+
+def teacher_key(cfg: DictConfig, member: str = "full") -> TeacherKey:
+    teacher = cfg.model.teacher
+    return TeacherKey(
+        dataset=cfg.dataset.name,
+        dataset_options=json.dumps(OmegaConf.to_container(cfg.dataset.options), sort_keys=True),
+        arch=teacher.arch,
+        seed=int(cfg.seed),
+        recipe=json.dumps({**OmegaConf.to_container(teacher.recipe), "pretrained": teacher.pretrained}, sort_keys=True),
+        member=member,
+    )
+
+
+def evaluate_accuracy(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int = 512) -> float:
+    """Top-1 accuracy of ``model`` on ``dataset`` (fraction in [0, 1])."""
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in DataLoader(dataset, batch_size=batch_size):
+            prediction = model(x.to(device)).argmax(dim=1).cpu()
+            correct += int((prediction == torch.as_tensor(y)).sum())
+            total += len(prediction)
+    return correct / max(total, 1)
+
+
+def train_classifier(
+    model: nn.Module, dataset: Dataset, recipe: DictConfig, device: torch.device, seed: int, desc: str
+) -> nn.Module:
+    """Plain supervised training on private data: Adam, cross-entropy, cosine schedule."""
+    torch.manual_seed(seed)
+    model.to(device).train()
+    loader = DataLoader(
+        dataset, batch_size=int(recipe.batch_size), shuffle=True,
+        generator=torch.Generator().manual_seed(seed), drop_last=len(dataset) > int(recipe.batch_size),
+    )
+    epochs = int(recipe.epochs)
+    optimizer = torch.optim.Adam(model.parameters(), lr=float(recipe.lr), weight_decay=float(recipe.weight_decay))
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=float(recipe.lr) * 3, total_steps=max(epochs * len(loader), 1)
+    )
+    with tqdm(total=epochs * len(loader), desc=desc, unit="batch", leave=False, disable=None) as bar:
+        for _ in range(epochs):
+            for x, y in loader:
+                loss = F.cross_entropy(model(x.to(device)), torch.as_tensor(y).to(device))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+                bar.update()
+    return model.eval()
+
+
+def load_or_train_teacher(
+    cfg: DictConfig, data: DataSplits, device: torch.device, member: str = "full", subset: list[int] | None = None,
+) -> tuple[nn.Module, dict]:
+    """The teacher for ``cfg`` (from cache, or trained on the private split and cached).
+
+    Returns the model in eval mode and a record ``{"path", "cached", "test_accuracy"}``.
+    ``subset`` restricts training to those private indices (ensemble members, PATE, DGD).
+    """
+    teacher_cfg = cfg.model.teacher
+    key = teacher_key(cfg, member)
+    cache_dir = teacher_cache_dir(cfg)
+    path = cache_dir / key.filename
+    model = build_classifier(teacher_cfg.arch, data.channels, data.image_size, data.num_classes, teacher_cfg.pretrained)
+    if path.exists():
+        stored = torch.load(path, map_location="cpu", weights_only=False)
+        model.load_state_dict(stored["state_dict"])
+        return model.to(device).eval(), {"path": str(path), "cached": True, "test_accuracy": stored["test_accuracy"]}
+    train_set = data.train if subset is None else Subset(data.train, subset)
+    train_classifier(model, train_set, teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch} ({member})")
+    accuracy = evaluate_accuracy(model, data.test, device)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    torch.save({"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": accuracy}, partial)
+    partial.replace(path)  # atomic: an interrupted run never leaves a half-written teacher
+    return model, {"path": str(path), "cached": False, "test_accuracy": accuracy}

@@ -1,0 +1,123 @@
+"""`dpsd run`, `dpsd teacher` and `dpsd privacy-report` end to end on the embedded digits."""
+
+import json
+import math
+
+import mlflow
+import pytest
+
+from dpsd.cli import main
+from dpsd.config import compose
+from dpsd.experiment import privacy_report, run_experiment
+
+TINY = ["method.iterations=4", "method.batch_size=32", "model.teacher.recipe.epochs=1"]
+
+
+def tiny_cfg(tmp_path, *overrides):
+    return compose([*TINY, f"results_dir={tmp_path}", *overrides])
+
+
+def test_run_records_one_mlflow_run_with_metrics_both_ledgers_and_releasable_artifacts(tmp_path, capsys):
+    assert main(["run", *TINY, f"results_dir={tmp_path}"]) == 0
+    printed = capsys.readouterr().out
+    assert "eps_claimed" in printed and "eps_rigorous" in printed and "MLflow run" in printed
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["dpsd"])
+    assert len(runs) == 1
+    run = runs.iloc[0]
+    for metric in ("student_test_accuracy", "teacher_test_accuracy", "eps_claimed", "eps_rigorous", "queries"):
+        assert not math.isnan(run[f"metrics.{metric}"]), metric
+    assert run["metrics.eps_claimed"] == pytest.approx(10.0)
+    assert run["metrics.eps_rigorous"] > run["metrics.eps_claimed"]
+    assert run["metrics.queries"] == 4 * 32
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run["run_id"])}
+    assert artifacts == {"config.yaml", "ledger.json", "samples.png", "student.pt", "generator.pt"}
+    assert (tmp_path / "teachers").is_dir()  # the teacher stays in the cache, outside the artifacts
+
+
+def test_second_run_reuses_the_cached_teacher(tmp_path):
+    cfg = tiny_cfg(tmp_path, "tracking=none")
+    first = run_experiment(cfg, show_progress=False)
+    second = run_experiment(cfg, show_progress=False)
+    assert first["teachers"][0]["cached"] is False
+    assert second["teachers"][0]["cached"] is True
+
+
+def test_same_seed_gives_the_same_metrics_on_cpu(tmp_path):
+    cfg = tiny_cfg(tmp_path, "tracking=none", "device=cpu")
+    first = run_experiment(cfg, show_progress=False)["metrics"]
+    second = run_experiment(cfg, show_progress=False)["metrics"]
+    assert first == second
+    other_seed = run_experiment(tiny_cfg(tmp_path, "tracking=none", "device=cpu", "seed=1"), show_progress=False)
+    assert other_seed["metrics"]["final_student_loss"] != first["final_student_loss"]
+
+
+@pytest.mark.parametrize("mode", ["label", "data", "none"])
+def test_the_ledger_a_run_fills_is_the_ledger_privacy_report_plans(tmp_path, mode):
+    cfg = tiny_cfg(tmp_path, "tracking=none", f"privacy={mode}")
+    ran = run_experiment(cfg, show_progress=False)["privacy"]
+    planned = privacy_report(cfg)
+    for key in ("eps_claimed", "eps_rigorous", "queries", "delta"):
+        assert ran[key] == planned[key], key
+    if mode == "none":
+        assert ran["eps_claimed"] == math.inf and ran["eps_rigorous"] == math.inf
+
+
+def test_privacy_report_pins_dpsd_theorem1_and_the_rigorous_epsilon(capsys):
+    overrides = [
+        "method=dpsd", "privacy=data", "privacy.sigma=100", "privacy.beta=0.005",
+        "method.batch_size=256", "method.iterations=200", "dataset=mnist",
+    ]
+    assert main(["privacy-report", *overrides]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {"eps_claimed", "eps_rigorous", "delta", "queries", "accountant"} <= report.keys()
+    assert report["delta"] == 1e-5
+    assert report["queries"] == 256 * 200
+    # Theorem 1 as published keeps beta^2: 2 beta^2 c b T q / sigma^2 + log((q-1)/q) - (log delta + log q)/(q-1)
+    assert report["eps_claimed"] == pytest.approx(0.261442, abs=1e-5)
+    # The mechanism as implemented: b*T Gaussian releases, sensitivity 2 beta, noise sigma beta.
+    assert report["eps_rigorous"] == pytest.approx(28.84, rel=0.01)
+    assert report["eps_rigorous"] > 100 * report["eps_claimed"]
+
+
+def test_literal_eq5_randomized_response_has_unbounded_rigorous_epsilon():
+    report = privacy_report(compose(["privacy.rr_domain=all"]))
+    assert report["eps_claimed"] == 10.0
+    assert report["eps_rigorous"] == math.inf
+    assert any("rr_domain=all" in note for note in report["notes"])
+
+
+@pytest.mark.parametrize(
+    "overrides,expected",
+    [
+        (["dataset=mnsit"], "unknown dataset 'mnsit'; known: celeba_gender"),
+        (["method=nope"], "unknown method 'nope'; known:"),
+        (["privacy.epsilon=0"], "privacy.epsilon must be > 0"),
+        (["privacy.epsilon=-1"], "privacy.epsilon must be > 0"),
+        (["privacy.k=11"], "privacy.k must lie in [2, 10] for digits (10 classes), got 11"),
+        (["privacy=data", "privacy.sigma=0"], "privacy.sigma must be > 0"),
+        (["privacy.epsilon=abc"], "privacy.epsilon"),
+    ],
+)
+def test_bad_overrides_stop_with_one_line(overrides, expected, capsys):
+    assert main(["run", *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_data_root_without_data_names_the_files_expected(tmp_path, capsys):
+    assert main(["run", "dataset=mnist", f"data.root={tmp_path}", f"results_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "train-images-idx3-ubyte" in err and str(tmp_path) in err
+
+
+def test_teacher_command_trains_once_then_reads_the_cache(tmp_path, capsys):
+    args = ["teacher", "model.teacher.recipe.epochs=1", f"results_dir={tmp_path}"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert first["cached"] is False and second["cached"] is True
+    assert first["path"] == second["path"] and first["test_accuracy"] == second["test_accuracy"]
