@@ -91,7 +91,10 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         if result.generator is not None:
             models["generator"] = result.generator
         tags = {"method": cfg.method.name, "dataset": cfg.dataset.name, "scale": cfg.scale.name,
-                "privacy_mode": cfg.privacy.mode}
+                "privacy_mode": cfg.privacy.mode,
+                # tags keep what metrics cannot: an infinite epsilon, the ledger's words
+                **{key: str(privacy[key]) for key in ("eps_claimed", "eps_rigorous", "claimed_notion",
+                                                       "claimed_source", "accountant")}}
         summary["run_id"] = tracking.record_run(cfg, _loggable(metrics), privacy, models, result.samples, tags)
         summary["tracking_uri"] = tracking.tracking_uri(cfg)
     return summary

@@ -85,3 +85,39 @@ def activation_loss(features: Tensor, sign: str) -> Tensor:
     if sign == "minimize":
         return norm
     raise ValueError(f"activation_loss: sign must be 'maximize' or 'minimize', got {sign!r}")
+
+
+class BatchNormStatistics:
+    """DeepInversion's BN-statistics loss (DP-DFD Eq. (2), third term), as a context manager.
+
+    Within ``with BatchNormStatistics(model) as bn: model(x)``, ``bn.loss()`` is the sum over the
+    model's BatchNorm2d layers of ``||mu_l(x) - running_mean_l||_2 + ||var_l(x) - running_var_l||_2``:
+    how far the batch's feature statistics are from those the model saw on its (private) training
+    data. Only a model with BatchNorm layers has such statistics.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.layers = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
+        if not self.layers:
+            raise ValueError(f"{type(model).__name__} has no BatchNorm2d layer: no BN-statistics loss")
+        self._terms: list[Tensor] = []
+        self._handles: list = []
+
+    def _hook(self, layer: torch.nn.BatchNorm2d, inputs: tuple[Tensor, ...]) -> None:
+        # a pre-hook: compare with the running statistics before a train-mode forward updates them
+        features = inputs[0]
+        mean = features.mean(dim=(0, 2, 3))
+        var = features.var(dim=(0, 2, 3), unbiased=False)
+        self._terms.append((mean - layer.running_mean).norm() + (var - layer.running_var).norm())
+
+    def __enter__(self) -> "BatchNormStatistics":
+        self._terms = []
+        self._handles = [layer.register_forward_pre_hook(self._hook) for layer in self.layers]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def loss(self) -> Tensor:
+        return torch.stack(self._terms).sum()

@@ -10,7 +10,7 @@ from dpsd.cli import main
 from dpsd.config import compose
 from dpsd.experiment import privacy_report, run_experiment
 
-TINY = ["method.iterations=4", "method.batch_size=32", "model.teacher.recipe.epochs=1"]
+TINY = ["method.iterations=4", "method.batch_size=32", "model.teacher.recipe.steps=30"]
 
 
 def tiny_cfg(tmp_path, *overrides):
@@ -114,10 +114,17 @@ def test_a_data_root_without_data_names_the_files_expected(tmp_path, capsys):
 
 
 def test_teacher_command_trains_once_then_reads_the_cache(tmp_path, capsys):
-    args = ["teacher", "model.teacher.recipe.epochs=1", f"results_dir={tmp_path}"]
+    args = ["teacher", "model.teacher.recipe.steps=30", f"results_dir={tmp_path}"]
     assert main(args) == 0
     first = json.loads(capsys.readouterr().out)
     assert main(args) == 0
     second = json.loads(capsys.readouterr().out)
     assert first["cached"] is False and second["cached"] is True
     assert first["path"] == second["path"] and first["test_accuracy"] == second["test_accuracy"]
+
+
+def test_dpsd_t_reports_an_unbounded_rigorous_epsilon_and_says_why():
+    report = privacy_report(compose(["method=dpsd_t"]))
+    assert report["eps_claimed"] == 10.0
+    assert report["eps_rigorous"] == math.inf
+    assert any("DPSD-T" in note for note in report["notes"])

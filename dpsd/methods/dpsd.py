@@ -11,8 +11,6 @@ Readings where the paper is ambiguous are config switches; see ``conf/method/dps
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
@@ -23,48 +21,54 @@ from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_
 from dpsd.models import build_classifier, build_generator, penultimate_features, xavier_init_
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
-from dpsd.privacy.events import GaussianRelease, RandomizedResponseRelease
+from dpsd.privacy.events import GaussianRelease, PrivacyEvent, RandomizedResponseRelease, UnprotectedRelease
 
 
-def dpsd_release(cfg: DictConfig, info: DataInfo, iterations: int):
-    """The teacher answers that ``iterations`` iterations of Alg. 1 release (None without privacy).
+def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[PrivacyEvent]:
+    """What ``iterations`` iterations of Alg. 1 release about the private data.
 
     Rigorous view: a teacher is an arbitrary function of its private data, so one changed record
-    may change every answer; each answer is one mechanism release w.r.t. the private set.
+    may change every answer; each of the b answers per iteration is one mechanism release.
     """
     privacy, batch = cfg.privacy, int(cfg.method.batch_size)
+    releases: list[PrivacyEvent] = []
     if privacy.mode == "label" and privacy.rr_domain == "all":
-        # Literal Eq. (5): an answer outside the student's top-k happens only when the teacher's
-        # class is inside it, which an answer for a class outside the top-k never does: the
-        # privacy loss of such an answer is unbounded.
-        return RandomizedResponseRelease(
-            epsilon=math.inf, num_buckets=info.num_classes, count=iterations * batch,
-            note="teacher label of each synthetic sample, literal Eq. (5) (rr_domain=all): unbounded loss",
-        )
-    if privacy.mode == "label":
-        return RandomizedResponseRelease(
+        releases.append(UnprotectedRelease(
+            count=iterations * batch,
+            # An answer outside the student's top-k happens only when the teacher's class is
+            # inside it, which an answer for a class outside the top-k never produces.
+            note="teacher label of each synthetic sample, literal Eq. (5) (rr_domain=all): "
+                 "an answer outside the student's top-k has an unbounded privacy loss",
+        ))
+    elif privacy.mode == "label":
+        releases.append(RandomizedResponseRelease(
             epsilon=float(privacy.epsilon), num_buckets=int(privacy.k), count=iterations * batch,
             note="teacher label of each synthetic sample, top-k randomized response (Eq. (5))",
-        )
-    if privacy.mode == "data":
+        ))
+    elif privacy.mode == "data":
         per_sample = privacy.normalize_over == "sample"
-        return GaussianRelease(
+        releases.append(GaussianRelease(
             # Each released row (sample) or batch matrix has L2 norm <= beta after Eq. (3)'s
             # normalisation; a changed teacher can flip it to its opposite: sensitivity 2 beta.
             l2_sensitivity=2 * float(privacy.beta),
             noise_std=float(privacy.sigma) * float(privacy.beta),
             count=iterations * batch if per_sample else iterations,
             note="normalised top-k output gradient of each synthetic sample + N(0, sigma^2 beta^2) (Eq. (3))",
-        )
-    return None
+        ))
+    if cfg.method.discriminator == "teacher":
+        releases.append(UnprotectedRelease(
+            count=iterations,
+            note="DPSD-T generator update from the teacher's raw outputs: the generator, its "
+                 "samples and hence the student are not covered by any guarantee",
+        ))
+    return releases
 
 
 def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     """The whole run's releases (b * T teacher answers), the paper's claim and the caveats."""
     privacy, method = cfg.privacy, cfg.method
     ledger = Ledger()
-    release = dpsd_release(cfg, info, int(method.iterations))
-    if release is not None:
+    for release in dpsd_releases(cfg, info, int(method.iterations)):
         ledger.record(release)
     if privacy.mode == "label":
         ledger.claim = claims.dpsd_theorem2(float(privacy.epsilon))
@@ -81,8 +85,9 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
         )
     if method.discriminator == "teacher":
         ledger.notes.append(
-            "DPSD-T: the generator is trained against the teacher's raw outputs; it carries no DP "
-            "guarantee and only the student is covered by the ledger"
+            "DPSD-T (§IV-F.3): the generator learns from the teacher's raw outputs, so it carries no "
+            "DP guarantee; the synthetic samples the student learns from come from it, so the "
+            "rigorous ledger covers neither (eps_rigorous = inf); the claim is the paper's, for the labels"
         )
     return ledger
 
@@ -148,12 +153,41 @@ class PrivateAnnotator:
 
 
 def generator_loss(cfg: DictConfig, discriminator: nn.Module, samples: Tensor) -> Tensor:
-    """DPSD Eq. (8): one-hot CE + information entropy + activation norm on the discriminator."""
+    """DPSD Eq. (8): one-hot CE + information entropy + activation norm on the discriminator.
+
+    ``bn_statistics`` (0 in DPSD, whose student has no BatchNorm) adds DP-DFD's BN-statistics term
+    for a discriminator with BatchNorm layers (the teacher, in DPSD-T).
+    """
     weights = cfg.method.generator_loss
-    features, logits = penultimate_features(discriminator, samples)
-    loss = weights.onehot * losses.one_hot_loss(logits)
+    if weights.bn_statistics:
+        with losses.BatchNormStatistics(discriminator) as bn:
+            features, logits = penultimate_features(discriminator, samples)
+        loss = weights.bn_statistics * bn.loss()
+    else:
+        features, logits = penultimate_features(discriminator, samples)
+        loss = torch.zeros((), device=samples.device)
+    loss = loss + weights.onehot * losses.one_hot_loss(logits)
     loss = loss + weights.entropy * losses.information_entropy_loss(logits, weights.entropy_form)
     return loss + weights.activation * losses.activation_loss(features, weights.activation_sign)
+
+
+def student_loss_for_generator(cfg: DictConfig, student: nn.Module, samples: Tensor, targets: Tensor) -> Tensor:
+    """The L_s part of the generator's objective (Alg. 1 line 6), per ``generator_loss.student_loss``.
+
+    ``minimize``: Alg. 1 line 6 as printed, the generator descends L_s + L_g. ``maximize``: the
+    "adversarial learning" of §III-B.4's title, the generator ascends L_s (seeks samples where the
+    student still disagrees with the private annotations, as DFAD does). ``off``: L_g alone. The
+    targets are the mechanism's outputs, so every choice is post-processing of the private release.
+    """
+    mode = cfg.method.generator_loss.student_loss
+    if mode == "off":
+        return torch.zeros((), device=samples.device)
+    loss = losses.soft_cross_entropy(student(samples), targets).mean()
+    if mode == "minimize":
+        return loss
+    if mode == "maximize":
+        return -loss
+    raise ValueError(f"generator_loss.student_loss must be minimize, maximize or off, got {mode!r}")
 
 
 def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
@@ -193,24 +227,23 @@ class DPSD(Method):
         for step in range(int(method.iterations)):
             if method.latents == "resample":
                 latents = torch.randn(batch, latent_dim, generator=rng, device=device)
-            # (1) synthetic data; (2) private annotation: the only place the teacher is queried.
+            # (1) synthetic data. The generator does not change before line 6 of Alg. 1 uses the
+            # same x again, so one forward pass (with its graph) serves both.
+            samples = generator(latents)
+            # (2) private annotation: the only place the teacher is queried.
             with torch.no_grad():
-                samples = generator(latents)
                 targets = annotate(teacher(samples), student(samples))
-            release = dpsd_release(cfg, info, 1)
-            if release is not None:
+            for release in dpsd_releases(cfg, info, 1):
                 ctx.ledger.record(release)
             # (3) student update, Eq. (7).
             for _ in range(int(method.student_steps)):
-                student_loss = losses.soft_cross_entropy(student(samples), targets).mean()
+                student_loss = losses.soft_cross_entropy(student(samples.detach()), targets).mean()
                 student_opt.zero_grad(set_to_none=True)
                 student_loss.backward()
                 student_opt.step()
-            # (4) generator and latent update with L_s + L_g, Alg. 1 line 6.
-            samples = generator(latents)
+            # (4) generator and latent update with L_s + L_g (Alg. 1 line 6), on the updated student.
             gen_loss = generator_loss(cfg, discriminator, samples)
-            if method.generator_loss.include_student_loss:
-                gen_loss = gen_loss + losses.soft_cross_entropy(student(samples), targets).mean()
+            gen_loss = gen_loss + student_loss_for_generator(cfg, student, samples, targets)
             generator_opt.zero_grad(set_to_none=True)
             gen_loss.backward()
             generator_opt.step()

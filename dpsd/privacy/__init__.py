@@ -7,7 +7,13 @@ formula (:mod:`dpsd.privacy.claims`) and a standard accountant over every releas
 
 from dpsd.privacy.accounting import Ledger, pld_epsilon, rdp_curve, rdp_epsilon, rigorous_epsilon
 from dpsd.privacy.claims import Claim, dpsd_theorem1, dpsd_theorem2, rdp_to_dp_mironov
-from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, RandomizedResponseRelease
+from dpsd.privacy.events import (
+    GaussianRelease,
+    LaplaceRelease,
+    PrivacyEvent,
+    RandomizedResponseRelease,
+    UnprotectedRelease,
+)
 
 __all__ = [
     "Claim",
@@ -16,6 +22,7 @@ __all__ = [
     "Ledger",
     "PrivacyEvent",
     "RandomizedResponseRelease",
+    "UnprotectedRelease",
     "dpsd_theorem1",
     "dpsd_theorem2",
     "pld_epsilon",

@@ -28,7 +28,13 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from dpsd.errors import ConfigError
 from dpsd.privacy.claims import Claim
-from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, RandomizedResponseRelease
+from dpsd.privacy.events import (
+    GaussianRelease,
+    LaplaceRelease,
+    PrivacyEvent,
+    RandomizedResponseRelease,
+    UnprotectedRelease,
+)
 
 RDP_ORDERS: tuple[float, ...] = tuple(
     sorted(
@@ -56,6 +62,8 @@ def _canonical(event: PrivacyEvent) -> PrivacyEvent:
         return RandomizedResponseRelease(epsilon=event.epsilon, num_buckets=event.num_buckets)
     if isinstance(event, LaplaceRelease):
         return LaplaceRelease(l1_sensitivity=1.0, scale=1 / event.epsilon if event.epsilon else math.inf)
+    if isinstance(event, UnprotectedRelease):
+        return UnprotectedRelease()
     raise TypeError(f"not a privacy event: {event!r}")
 
 
@@ -276,7 +284,7 @@ class Ledger:
         self.notes: list[str] = list(notes or [])
 
     def record(self, event: PrivacyEvent) -> None:
-        if not isinstance(event, (GaussianRelease, RandomizedResponseRelease, LaplaceRelease)):
+        if not isinstance(event, (GaussianRelease, RandomizedResponseRelease, LaplaceRelease, UnprotectedRelease)):
             raise TypeError(f"not a privacy event: {event!r}")
         self.events.append(event)
 

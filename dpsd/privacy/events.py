@@ -119,5 +119,26 @@ class LaplaceRelease:
         return self.l1_sensitivity / self.scale
 
 
-PrivacyEvent = GaussianRelease | RandomizedResponseRelease | LaplaceRelease
+@dataclass(frozen=True)
+class UnprotectedRelease:
+    """``count`` releases that depend on the private data through no privacy mechanism at all.
+
+    For example DPSD-T's generator update, computed from the teacher's raw outputs, or the literal
+    Eq. (5) of DPSD, whose answers outside the student's top-k have an unbounded privacy loss. Any
+    such release makes the rigorous epsilon infinite; ``note`` says what was released.
+    """
+
+    count: int = 1
+    note: str = ""
+    kind: str = field(default="unprotected", init=False)
+
+    def __post_init__(self) -> None:
+        _check_count(self.kind, self.count)
+
+    @property
+    def epsilon(self) -> float:
+        return math.inf if self.count else 0.0
+
+
+PrivacyEvent = GaussianRelease | RandomizedResponseRelease | LaplaceRelease | UnprotectedRelease
 """Any event the ledger accepts."""
