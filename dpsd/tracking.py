@@ -8,6 +8,7 @@ and Ray trials change their working directory); ``tracking.uri`` may point at an
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -51,6 +52,13 @@ def flatten(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix[:-1], tree
 
 
+def save_sample_grid(samples: torch.Tensor, path: Path, min_side: int = 48) -> None:
+    """An 8-wide grid of synthetic images in [-1, 1], enlarged (nearest) so small ones stay visible."""
+    scale = max(1, math.ceil(min_side / samples.shape[-1]))
+    enlarged = torch.nn.functional.interpolate(samples, scale_factor=scale, mode="nearest")
+    save_image(enlarged, path, nrow=8, normalize=True, value_range=(-1, 1), pad_value=1.0)
+
+
 def record_run(
     cfg: DictConfig,
     metrics: dict[str, float],
@@ -77,6 +85,6 @@ def record_run(
             for name, model in models.items():
                 torch.save(model.state_dict(), folder / f"{name}.pt")
             if samples is not None:
-                save_image(samples, folder / "samples.png", nrow=8, normalize=True, value_range=(-1, 1))
+                save_sample_grid(samples, folder / "samples.png")
             mlflow.log_artifacts(str(folder))
     return run.info.run_id
