@@ -39,8 +39,8 @@ def test_second_run_reuses_the_cached_teacher(tmp_path):
     cfg = tiny_cfg(tmp_path, "tracking=none")
     first = run_experiment(cfg, show_progress=False)
     second = run_experiment(cfg, show_progress=False)
-    assert first["teachers"][0]["cached"] is False
-    assert second["teachers"][0]["cached"] is True
+    assert first["teacher"]["cached"] is False
+    assert second["teacher"]["cached"] is True
 
 
 def test_same_seed_gives_the_same_metrics_on_cpu(tmp_path):

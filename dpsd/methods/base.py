@@ -40,7 +40,7 @@ class RunContext:
 
     cfg: DictConfig
     data: DataSplits
-    teachers: list[nn.Module]
+    teachers: list[nn.Module]  # the full-data teacher; ensembles build members via dpsd.teachers
     device: torch.device
     rng: torch.Generator
     ledger: Ledger
@@ -64,11 +64,6 @@ class RunResult:
 
 class Method:
     """Base class: subclasses implement ``plan_ledger`` and ``fit``."""
-
-    #: how many teachers the runner must prepare (ensembles override this from config)
-    @staticmethod
-    def num_teachers(cfg: DictConfig) -> int:
-        return 1
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
