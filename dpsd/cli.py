@@ -2,7 +2,11 @@
 
     dpsd run [overrides]             train, evaluate, account and record one run
     dpsd teacher [overrides]         train (or find in the cache) the teacher a run would use
-    dpsd privacy-report [overrides]  both epsilon ledgers for a run, as JSON, without training
+    dpsd privacy-report [overrides] [--vary key=v1,v2,...]
+                                     both epsilon ledgers for a run, as JSON, without training;
+                                     with --vary (repeatable: a grid), a table over the values
+    dpsd audit mechanism [overrides] [--trials N] [--confidence 0.95]
+                                     an empirical lower bound on the mechanism's epsilon, as JSON
 
 Overrides are Hydra's: ``dataset=mnist data.root=../shared/data privacy=label privacy.epsilon=1``.
 A bad setting ends the command with one line on stderr and exit status 2.
@@ -11,6 +15,7 @@ A bad setting ends the command with one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -60,18 +65,26 @@ def print_summary(summary: dict[str, Any]) -> None:
     print("\n".join(lines))
 
 
-def cmd_run(overrides: list[str]) -> None:
+def _parser(command: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"dpsd {command}", description=description)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value")
+    return parser
+
+
+def cmd_run(args: list[str]) -> None:
     from dpsd.config import compose
     from dpsd.experiment import run_experiment
 
+    overrides = _parser("run", "train, evaluate, account and record one run").parse_args(args).overrides
     print_summary(run_experiment(compose(overrides)))
 
 
-def cmd_teacher(overrides: list[str]) -> None:
+def cmd_teacher(args: list[str]) -> None:
     from dpsd.config import compose, resolve_paths, validate
     from dpsd.experiment import load_data, resolve_device
     from dpsd.teachers import load_or_train_teacher
 
+    overrides = _parser("teacher", "train (or find in the cache) the teacher a run would use").parse_args(args).overrides
     cfg = compose(overrides)
     validate(cfg)
     cfg = resolve_paths(cfg)
@@ -79,23 +92,88 @@ def cmd_teacher(overrides: list[str]) -> None:
     print(_dumps(record))
 
 
-def cmd_privacy_report(overrides: list[str]) -> None:
+VARY_COLUMNS = ("eps_claimed", "eps_rigorous_rdp", "eps_rigorous_pld", "eps_rigorous", "queries")
+
+
+def _parse_vary(spec: str) -> tuple[str, list[str]]:
+    key, sep, values = spec.partition("=")
+    if not sep or not key or not values:
+        raise ConfigError(f"--vary expects key=v1,v2,..., got {spec!r}")
+    return key, values.split(",")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return _fmt_eps(value)
+    return str(value)
+
+
+def vary_table(overrides: list[str], vary: list[str]) -> str:
+    """The privacy report for every combination of the ``--vary`` values, as an aligned table
+    (the calibrated parameter gets a column when ``privacy.calibrate`` is on)."""
     from dpsd.config import compose
     from dpsd.experiment import privacy_report
 
-    print(_dumps(privacy_report(compose(overrides))))
+    axes = [_parse_vary(spec) for spec in vary]
+    keys = [key for key, _ in axes]
+    rows = []
+    for combination in itertools.product(*(values for _, values in axes)):
+        report = privacy_report(compose([*overrides, *(f"{k}={v}" for k, v in zip(keys, combination))]))
+        solved = report.get("calibration")
+        extra = {solved["parameter"]: solved["value"]} if solved else {}
+        rows.append({**dict(zip(keys, combination)), **extra, **{c: report[c] for c in VARY_COLUMNS}})
+    header = list(dict.fromkeys(key for row in rows for key in row))
+    cells = [header] + [[_cell(row.get(key)) for key in header] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)).rstrip() for line in cells)
 
 
-COMMANDS = {"run": cmd_run, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report}
+def cmd_privacy_report(args: list[str]) -> None:
+    from dpsd.config import compose
+    from dpsd.experiment import privacy_report
+
+    parser = _parser("privacy-report", "both epsilon ledgers for a run, without training")
+    parser.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
+                        help="repeat the report for each value (several --vary: every combination), as a table")
+    parsed = parser.parse_intermixed_args(args)
+    if parsed.vary:
+        print(vary_table(parsed.overrides, parsed.vary))
+    else:
+        print(_dumps(privacy_report(compose(parsed.overrides))))
+
+
+def cmd_audit(args: list[str]) -> None:
+    from dpsd.config import compose, resolve_paths, validate
+    from dpsd.privacy.audit import audit_mechanism, record_audit
+    from dpsd.privacy.calibrate import calibrate
+
+    parser = argparse.ArgumentParser(prog="dpsd audit", description="empirical lower bound on a mechanism's epsilon")
+    parser.add_argument("target", choices=["mechanism"])
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value")
+    parser.add_argument("--trials", type=int, default=100_000, help="runs of the mechanism per world")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parsed = parser.parse_intermixed_args(args)
+    cfg = compose(parsed.overrides)
+    validate(cfg)
+    cfg = resolve_paths(calibrate(cfg))
+    result = audit_mechanism(cfg, parsed.trials, parsed.confidence)
+    if cfg.tracking.enabled:
+        result["run_id"] = record_audit(cfg, result)
+    print(_dumps(result))
+
+
+COMMANDS = {"run": cmd_run, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report, "audit": cmd_audit}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dpsd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=sorted(COMMANDS))
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's overrides and options")
     args = parser.parse_args(argv)
     try:
-        COMMANDS[args.command](args.overrides)
+        COMMANDS[args.command](args.args)
     except ConfigError as err:
         print(f"dpsd {args.command}: error: {err}", file=sys.stderr)
         return 2

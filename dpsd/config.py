@@ -42,6 +42,8 @@ class PrivacyConfig:
     mode: str = "label"
     delta: float = 1e-5
     epsilon: Optional[float] = None
+    query_epsilon: Optional[float] = None
+    calibrate: str = "off"
     k: Optional[int] = None
     rr_domain: str = "topk"
     sigma: Optional[float] = None
@@ -81,6 +83,7 @@ class RunConfig:
 ConfigStore.instance().store(name="base_config", node=RunConfig)
 
 PRIVACY_MODES = ("label", "data", "none")
+CALIBRATIONS = ("claimed", "rigorous", "off")
 _UNKNOWN_OPTION = re.compile(r"Could not find '([\w/]+)/(\w+)'")
 
 
@@ -120,9 +123,18 @@ def validate(cfg: DictConfig) -> None:
     if not 0 < privacy.delta < 1:
         raise ConfigError(f"privacy.delta must lie in (0, 1), got {privacy.delta}")
     num_classes, _, _ = dataset_info(cfg.dataset.name, **cfg.dataset.options)
-    if privacy.mode == "label":
+    if privacy.calibrate not in CALIBRATIONS:
+        raise ConfigError(f"privacy.calibrate must be one of {', '.join(CALIBRATIONS)}, got {privacy.calibrate!r}")
+    if privacy.calibrate != "off" and privacy.mode == "none":
+        raise ConfigError(f"privacy.calibrate={privacy.calibrate} needs a private mode (label or data), got privacy=none")
+    if privacy.calibrate != "off" and privacy.epsilon is None:
+        raise ConfigError(f"privacy.calibrate={privacy.calibrate} needs a target privacy.epsilon=...")
+    if privacy.mode == "label" or privacy.calibrate != "off":
         if privacy.epsilon is None or privacy.epsilon <= 0:
             raise ConfigError(f"privacy.epsilon must be > 0, got {privacy.epsilon}")
+    if privacy.mode == "label" and privacy.calibrate == "off":
+        if privacy.query_epsilon is None or privacy.query_epsilon <= 0:
+            raise ConfigError(f"privacy.query_epsilon must be > 0, got {privacy.query_epsilon}")
     if privacy.mode == "data":
         for name in ("sigma", "beta"):
             value = privacy[name]

@@ -19,6 +19,7 @@ from dpsd.data import dataset_info, load_dataset
 from dpsd.methods import METHODS
 from dpsd.methods.base import DataInfo, RunContext
 from dpsd.privacy.accounting import Ledger
+from dpsd.privacy.calibrate import NOISE_PARAMETERS, calibrate
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 
 
@@ -35,11 +36,21 @@ def data_info(cfg: DictConfig) -> DataInfo:
 
 
 def privacy_report(cfg: DictConfig) -> dict[str, Any]:
-    """Both epsilon ledgers for the run ``cfg`` describes, without reading data or training."""
+    """Both epsilon ledgers for the run ``cfg`` describes, without reading data or training.
+
+    With ``privacy.calibrate`` on, the noise is calibrated first and ``calibration`` says which
+    parameter was solved, to what value, for which ledger and target.
+    """
     validate(cfg)
+    cfg = calibrate(cfg)
     method = METHODS.get(cfg.method.name)
     ledger = method.plan_ledger(cfg, data_info(cfg))
-    return {"method": cfg.method.name, "privacy_mode": cfg.privacy.mode, **ledger.summary(float(cfg.privacy.delta))}
+    report = {"method": cfg.method.name, "privacy_mode": cfg.privacy.mode}
+    if cfg.privacy.calibrate != "off":
+        key = NOISE_PARAMETERS[cfg.privacy.mode][0]
+        report["calibration"] = {"ledger": cfg.privacy.calibrate, "target_epsilon": cfg.privacy.epsilon,
+                                 "parameter": f"privacy.{key}", "value": cfg.privacy[key]}
+    return {**report, **ledger.summary(float(cfg.privacy.delta))}
 
 
 def load_data(cfg: DictConfig):
@@ -49,7 +60,7 @@ def load_data(cfg: DictConfig):
 def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any]:
     """Train, evaluate, account and record one run; returns its summary."""
     validate(cfg)
-    cfg = resolve_paths(cfg)
+    cfg = resolve_paths(calibrate(cfg))  # the solved noise is part of the logged config
     device = resolve_device(cfg.device)
     torch.manual_seed(int(cfg.seed))
     data = load_data(cfg)

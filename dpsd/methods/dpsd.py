@@ -42,7 +42,7 @@ def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Priv
         ))
     elif privacy.mode == "label":
         releases.append(RandomizedResponseRelease(
-            epsilon=float(privacy.epsilon), num_buckets=int(privacy.k), count=iterations * batch,
+            epsilon=float(privacy.query_epsilon), num_buckets=int(privacy.k), count=iterations * batch,
             note="teacher label of each synthetic sample, top-k randomized response (Eq. (5))",
         ))
     elif privacy.mode == "data":
@@ -71,7 +71,7 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     for release in dpsd_releases(cfg, info, int(method.iterations)):
         ledger.record(release)
     if privacy.mode == "label":
-        ledger.claim = claims.dpsd_theorem2(float(privacy.epsilon))
+        ledger.claim = claims.dpsd_theorem2(float(privacy.query_epsilon))
         if privacy.rr_domain == "all":
             ledger.notes.append(
                 "rr_domain=all: when the teacher's class is outside the student's top-k the answer "
@@ -114,7 +114,7 @@ class PrivateAnnotator:
         """Eq. (5): one-hot of top-k randomized response around the teacher's class."""
         labels = mechanisms.topk_randomized_response(
             teacher_logits.argmax(dim=1), student_logits, int(self.privacy.k),
-            float(self.privacy.epsilon), self.rng, domain=self.privacy.rr_domain,
+            float(self.privacy.query_epsilon), self.rng, domain=self.privacy.rr_domain,
         )
         return F.one_hot(labels, self.num_classes).to(student_logits.dtype)
 
@@ -198,6 +198,61 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {name!r}; known: adam, sgd")
 
 
+class DPSDTrainer:
+    """The state of one DPSD run (student, generator, latents, optimisers) and its Alg. 1 iteration."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        cfg, info, device, rng = ctx.cfg, ctx.info, ctx.device, ctx.rng
+        method = cfg.method
+        self.ctx, self.cfg, self.info, self.rng = ctx, cfg, info, rng
+        self.teacher = ctx.teachers[0].eval()
+        self.student = xavier_init_(
+            build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
+        ).to(device)
+        self.generator = xavier_init_(
+            build_generator(cfg.model.generator.latent_dim, info.channels, info.image_size, cfg.model.generator.width)
+        ).to(device)
+        self.latents = torch.randn(
+            int(method.batch_size), int(cfg.model.generator.latent_dim), generator=rng, device=device
+        ).requires_grad_(method.latents == "trainable")
+        self.student_opt = make_optimizer(method.optimizer, self.student.parameters(), method.student_lr)
+        generator_params = list(self.generator.parameters()) + ([self.latents] if self.latents.requires_grad else [])
+        self.generator_opt = make_optimizer(method.optimizer, generator_params, method.generator_lr)
+        self.annotate = PrivateAnnotator(cfg, info.num_classes, rng)
+        self.discriminator = self.teacher if method.discriminator == "teacher" else self.student
+
+    def step(self) -> dict[str, float]:
+        """One iteration of Alg. 1 (lines 3-6); returns its losses."""
+        cfg, method, ledger = self.cfg, self.cfg.method, self.ctx.ledger
+        if method.latents == "resample":
+            self.latents = torch.randn(self.latents.shape, generator=self.rng, device=self.latents.device)
+        # (1) synthetic data. The generator does not change before line 6 of Alg. 1 uses the same x
+        # again, so one forward pass (with its graph) serves both.
+        samples = self.generator(self.latents)
+        # (2) private annotation: the only place the teacher is queried.
+        with torch.no_grad():
+            targets = self.annotate(self.teacher(samples), self.student(samples))
+        for release in dpsd_releases(cfg, self.info, 1):
+            ledger.record(release)
+        # (3) student update, Eq. (7).
+        for _ in range(int(method.student_steps)):
+            student_loss = losses.soft_cross_entropy(self.student(samples.detach()), targets).mean()
+            self.student_opt.zero_grad(set_to_none=True)
+            student_loss.backward()
+            self.student_opt.step()
+        # (4) generator and latent update with L_s + L_g (Alg. 1 line 6), on the updated student.
+        gen_loss = generator_loss(cfg, self.discriminator, samples)
+        gen_loss = gen_loss + student_loss_for_generator(cfg, self.student, samples, targets)
+        self.generator_opt.zero_grad(set_to_none=True)
+        gen_loss.backward()
+        self.generator_opt.step()
+        return {"student_loss": student_loss.item(), "generator_loss": gen_loss.item()}
+
+    def sample_grid(self) -> Tensor:
+        with torch.no_grad():
+            return self.generator(self.latents[:64].detach()).cpu()
+
+
 @register_method("dpsd")
 @register_method("dpsd_t")
 class DPSD(Method):
@@ -206,51 +261,12 @@ class DPSD(Method):
     plan_ledger = staticmethod(plan_dpsd_ledger)
 
     def fit(self, ctx: RunContext) -> RunResult:
-        cfg, info, device, rng = ctx.cfg, ctx.info, ctx.device, ctx.rng
-        method = cfg.method
-        teacher = ctx.teachers[0].eval()
-        student = xavier_init_(
-            build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
-        ).to(device)
-        generator = xavier_init_(
-            build_generator(cfg.model.generator.latent_dim, info.channels, info.image_size, cfg.model.generator.width)
-        ).to(device)
-        batch, latent_dim = int(method.batch_size), int(cfg.model.generator.latent_dim)
-        latents = torch.randn(batch, latent_dim, generator=rng, device=device).requires_grad_(
-            method.latents == "trainable"
-        )
-        student_opt = make_optimizer(method.optimizer, student.parameters(), method.student_lr)
-        generator_params = list(generator.parameters()) + ([latents] if latents.requires_grad else [])
-        generator_opt = make_optimizer(method.optimizer, generator_params, method.generator_lr)
-        annotate = PrivateAnnotator(cfg, info.num_classes, rng)
-        discriminator = teacher if method.discriminator == "teacher" else student
-        for step in range(int(method.iterations)):
-            if method.latents == "resample":
-                latents = torch.randn(batch, latent_dim, generator=rng, device=device)
-            # (1) synthetic data. The generator does not change before line 6 of Alg. 1 uses the
-            # same x again, so one forward pass (with its graph) serves both.
-            samples = generator(latents)
-            # (2) private annotation: the only place the teacher is queried.
-            with torch.no_grad():
-                targets = annotate(teacher(samples), student(samples))
-            for release in dpsd_releases(cfg, info, 1):
-                ctx.ledger.record(release)
-            # (3) student update, Eq. (7).
-            for _ in range(int(method.student_steps)):
-                student_loss = losses.soft_cross_entropy(student(samples.detach()), targets).mean()
-                student_opt.zero_grad(set_to_none=True)
-                student_loss.backward()
-                student_opt.step()
-            # (4) generator and latent update with L_s + L_g (Alg. 1 line 6), on the updated student.
-            gen_loss = generator_loss(cfg, discriminator, samples)
-            gen_loss = gen_loss + student_loss_for_generator(cfg, student, samples, targets)
-            generator_opt.zero_grad(set_to_none=True)
-            gen_loss.backward()
-            generator_opt.step()
-            ctx.progress(step, {"student_loss": student_loss.item(), "generator_loss": gen_loss.item()})
-        with torch.no_grad():
-            grid = generator(latents[:64].detach()).cpu()
+        trainer = DPSDTrainer(ctx)
+        metrics: dict[str, float] = {}
+        for step in range(int(ctx.cfg.method.iterations)):
+            metrics = trainer.step()
+            ctx.progress(step, metrics)
         return RunResult(
-            student=student, generator=generator, ledger=ctx.ledger, samples=grid,
-            metrics={"final_student_loss": student_loss.item(), "final_generator_loss": gen_loss.item()},
+            student=trainer.student, generator=trainer.generator, ledger=ctx.ledger, samples=trainer.sample_grid(),
+            metrics={f"final_{name}": value for name, value in metrics.items()},
         )

@@ -1,0 +1,94 @@
+"""Noise calibration: solve the privacy mode's one noise parameter so that a ledger meets a target ε.
+
+``privacy.epsilon`` is the target and ``privacy.calibrate`` names the ledger that must meet it
+(DESIGN.md, "Privacy: two ledgers, always both"): ``claimed`` (the paper's own formula),
+``rigorous`` (the standard accountant over every teacher query) or ``off`` (the noise parameter is
+used as configured). The parameter solved for is the one the privacy mode names
+(:data:`NOISE_PARAMETERS`): the randomized response's per-query ``privacy.query_epsilon`` in label
+mode, the Gaussian noise scale ``privacy.sigma`` in data mode (``beta`` kept). The ledger comes
+from the method's own ``plan_ledger``, so calibration works for any registered method.
+
+The solve is Brent's method (``scipy.optimize.brentq``) on ``log eps(x) - log target`` over
+``log x`` in a fixed range; a target outside what the range reaches is a :class:`ConfigError`
+that names the reachable interval (its floor is the ledger's ε at the most noise searched).
+"""
+
+from __future__ import annotations
+
+import math
+
+from omegaconf import DictConfig
+from scipy.optimize import brentq
+
+from dpsd.errors import ConfigError
+
+NOISE_PARAMETERS: dict[str, tuple[str, float, float]] = {
+    "label": ("query_epsilon", 1e-6, 1e3),
+    "data": ("sigma", 1e-3, 1e9),
+}
+"""Privacy mode -> (the ``privacy`` key solved for, the smallest and largest value searched)."""
+
+TOLERANCE = 0.005
+"""A solution's ledger ε must lie within this relative distance of the target."""
+
+_LOG_INF = 1e3
+"""Stand-in for log(inf) in the root-finder (an infinite ε is above any finite target)."""
+
+
+def ledger_epsilon(cfg: DictConfig, ledger: str) -> float:
+    """The run ``cfg`` describes, accounted on ``ledger`` (``claimed`` or ``rigorous``)."""
+    from dpsd.experiment import data_info
+    from dpsd.methods import METHODS
+
+    planned = METHODS.get(cfg.method.name).plan_ledger(cfg, data_info(cfg))
+    if ledger == "claimed":
+        if planned.claim is None:
+            raise ConfigError(f"privacy.calibrate=claimed: method {cfg.method.name!r} states no claimed epsilon")
+        return float(planned.claim.epsilon)
+    return float(planned.summary(float(cfg.privacy.delta))["eps_rigorous"])
+
+
+def _with(cfg: DictConfig, key: str, value: float) -> DictConfig:
+    cfg = cfg.copy()
+    cfg.privacy[key] = float(value)
+    return cfg
+
+
+def calibrate(cfg: DictConfig) -> DictConfig:
+    """``cfg`` with its noise parameter solved so that the ``privacy.calibrate`` ledger gives
+    ``privacy.epsilon`` within :data:`TOLERANCE`; ``cfg`` itself when calibration is off.
+
+    A configured value that already meets the target is kept as it is, so calibrating twice
+    changes nothing. ``cfg`` is expected to have passed :func:`dpsd.config.validate`.
+    """
+    privacy = cfg.privacy
+    ledger = privacy.calibrate
+    if ledger == "off":
+        return cfg
+    key, low, high = NOISE_PARAMETERS[privacy.mode]
+    target = float(privacy.epsilon)
+
+    def excess(log_value: float) -> float:
+        epsilon = ledger_epsilon(_with(cfg, key, math.exp(log_value)), ledger)
+        if epsilon == math.inf:
+            return _LOG_INF
+        return math.log(max(epsilon, 1e-300)) - math.log(target)
+
+    current = privacy[key]
+    if current is not None and current > 0 and abs(excess(math.log(current))) <= 1e-9:
+        return cfg
+    at_low, at_high = excess(math.log(low)), excess(math.log(high))
+    if at_low * at_high > 0:
+        ends = sorted(target * math.exp(value) if value < _LOG_INF else math.inf for value in (at_low, at_high))
+        raise ConfigError(
+            f"privacy.calibrate={ledger}: target epsilon {target:g} is out of reach; the {ledger} "
+            f"ledger spans [{ends[0]:.4g}, {ends[1]:.4g}] (floor {ends[0]:.4g}) for privacy.{key} in "
+            f"[{low:g}, {high:g}]"
+        )
+    log_value = brentq(excess, math.log(low), math.log(high), xtol=1e-7)
+    if abs(math.expm1(excess(log_value))) > TOLERANCE:
+        raise ConfigError(
+            f"privacy.calibrate={ledger}: no privacy.{key} gives epsilon {target:g} within "
+            f"{TOLERANCE:.1%} (the ledger jumps there)"
+        )
+    return _with(cfg, key, math.exp(log_value))
