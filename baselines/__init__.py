@@ -1,1 +1,7 @@
-"""Baseline adapters, registered into the same method registry as the core methods."""
+"""Baseline adapters, registered into the same method registry as the core methods.
+
+Each adapter is one module here plus one YAML under ``dpsd/conf/method/`` (see ``README.md``);
+importing this package registers them all.
+"""
+
+from baselines import dfkd, dpsgd, lp1st, pate, teacher  # noqa: F401  (each registers itself)

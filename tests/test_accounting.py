@@ -23,6 +23,8 @@ from dpsd.privacy import (
     LaplaceRelease,
     Ledger,
     RandomizedResponseRelease,
+    SubsampledGaussianRelease,
+    UnprotectedRelease,
     dpsd_theorem1,
     dpsd_theorem2,
     pld_epsilon,
@@ -335,3 +337,26 @@ def test_ledger_label_claim_and_unclaimed_releases():
     unclaimed = Ledger()
     unclaimed.record(LaplaceRelease(1.0, 1.0))
     assert unclaimed.summary(DELTA)["eps_claimed"] is None
+
+
+def test_subsampled_gaussian_releases_nothing_without_sampling_and_everything_without_noise():
+    assert rigorous_epsilon([SubsampledGaussianRelease(1.0, 0.0, count=100)], DELTA)["eps_rigorous"] == 0.0
+    assert rigorous_epsilon([SubsampledGaussianRelease(0.0, 0.1, count=1)], DELTA)["eps_rigorous"] == math.inf
+
+
+def test_subsampled_gaussian_at_rate_one_is_the_gaussian_mechanism_under_add_remove():
+    # with q = 1 the add/remove-one RDP is the Gaussian's alpha / (2 z^2), as for replace-one at sensitivity 1
+    subsampled = rdp_epsilon([SubsampledGaussianRelease(2.0, 1.0, count=10)], DELTA)
+    assert subsampled == pytest.approx(rdp_epsilon([GaussianRelease(1.0, 2.0, count=10)], DELTA), rel=1e-6)
+
+
+def test_a_ledger_cannot_mix_add_remove_and_replace_one_releases():
+    with pytest.raises(ConfigError, match="cannot mix"):
+        rigorous_epsilon([SubsampledGaussianRelease(1.0, 0.1), LaplaceRelease(1.0, 1.0)], DELTA)
+
+
+def test_an_unprotected_release_without_a_claim_is_reported_non_private_on_both_ledgers():
+    ledger = Ledger()
+    ledger.record(UnprotectedRelease(count=1, note="raw teacher"))
+    summary = ledger.summary(DELTA)
+    assert summary["eps_claimed"] == math.inf and summary["eps_rigorous"] == math.inf

@@ -5,5 +5,6 @@ Importing this package registers every method; ``METHODS.get(name)`` finds one b
 
 from dpsd.methods.base import METHODS, DataInfo, Method, RunContext, RunResult, register_method
 from dpsd.methods import dpsd as _dpsd  # noqa: F401  (registers dpsd, dpsd_t)
+import baselines  # noqa: E402,F401  (registers the baseline adapters)
 
 __all__ = ["METHODS", "DataInfo", "Method", "RunContext", "RunResult", "register_method"]

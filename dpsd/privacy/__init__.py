@@ -12,6 +12,7 @@ from dpsd.privacy.events import (
     LaplaceRelease,
     PrivacyEvent,
     RandomizedResponseRelease,
+    SubsampledGaussianRelease,
     UnprotectedRelease,
 )
 
@@ -22,6 +23,7 @@ __all__ = [
     "Ledger",
     "PrivacyEvent",
     "RandomizedResponseRelease",
+    "SubsampledGaussianRelease",
     "UnprotectedRelease",
     "dpsd_theorem1",
     "dpsd_theorem2",

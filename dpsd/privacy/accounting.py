@@ -33,6 +33,7 @@ from dpsd.privacy.events import (
     LaplaceRelease,
     PrivacyEvent,
     RandomizedResponseRelease,
+    SubsampledGaussianRelease,
     UnprotectedRelease,
 )
 
@@ -62,6 +63,8 @@ def _canonical(event: PrivacyEvent) -> PrivacyEvent:
         return RandomizedResponseRelease(epsilon=event.epsilon, num_buckets=event.num_buckets)
     if isinstance(event, LaplaceRelease):
         return LaplaceRelease(l1_sensitivity=1.0, scale=1 / event.epsilon if event.epsilon else math.inf)
+    if isinstance(event, SubsampledGaussianRelease):
+        return SubsampledGaussianRelease(noise_multiplier=event.noise_multiplier, sample_rate=event.sample_rate)
     if isinstance(event, UnprotectedRelease):
         return UnprotectedRelease()
     raise TypeError(f"not a privacy event: {event!r}")
@@ -73,6 +76,8 @@ def _leaks_nothing(event: PrivacyEvent) -> bool:
         return event.noise_multiplier == math.inf
     if isinstance(event, RandomizedResponseRelease):
         return event.epsilon == 0 or event.num_buckets == 1
+    if isinstance(event, SubsampledGaussianRelease):
+        return event.noise_multiplier == math.inf or event.sample_rate == 0
     return event.epsilon == 0
 
 
@@ -80,6 +85,8 @@ def _non_private(event: PrivacyEvent) -> bool:
     """Whether the release has no privacy at all (no noise: epsilon = inf)."""
     if isinstance(event, GaussianRelease):
         return event.noise_multiplier == 0
+    if isinstance(event, SubsampledGaussianRelease):
+        return event.noise_multiplier == 0 and event.sample_rate > 0
     return event.epsilon == math.inf
 
 
@@ -95,21 +102,41 @@ def _private_groups(events: list[PrivacyEvent]) -> Counter | None:
     return Counter({event: count for event, count in groups.items() if not _leaks_nothing(event)})
 
 
+def _neighboring_relation(groups: Counter) -> NeighboringRelation:
+    """Add/remove-one for Poisson-subsampled releases (DP-SGD's relation, under which sampling
+    amplifies privacy: Abadi et al. 2016, Opacus), replace-one for every other release. A ledger
+    mixing the two has no single neighbouring relation and is refused."""
+    subsampled = [isinstance(event, SubsampledGaussianRelease) for event in groups]
+    if subsampled and all(subsampled):
+        return NeighboringRelation.ADD_OR_REMOVE_ONE
+    if any(subsampled):
+        raise ConfigError("a ledger cannot mix Poisson-subsampled releases (add/remove-one) with other "
+                          "releases (replace-one): account them separately")
+    return NeighboringRelation.REPLACE_ONE
+
+
 def rdp_curve(events: list[PrivacyEvent]) -> tuple[np.ndarray, np.ndarray]:
     """Rényi DP of the adaptive composition of ``events`` at each order in :data:`RDP_ORDERS`.
 
     Gaussian: ``alpha / (2 z^2)`` per release (DPSD Theorem 5) via ``GaussianDpEvent``. Randomized
     response: the exact Rényi divergence between (p, q, q, ...) and (q, p, q, ...), dp-accounting's
     ``RandomizedResponseDpEvent`` under ``REPLACE_ONE`` (the truth moves from one bucket to
-    another). Laplace: Mironov 2017 Prop. 6 via ``LaplaceDpEvent``. RDP adds up under composition.
+    another). Laplace: Mironov 2017 Prop. 6 via ``LaplaceDpEvent``. Subsampled Gaussian (DP-SGD):
+    ``PoissonSampledDpEvent`` of a ``GaussianDpEvent`` under add/remove-one (Mironov, Talwar, Zhang
+    2019, the analysis Opacus's RDP accountant implements). RDP adds up under composition.
     Non-private releases give inf at every order.
     """
-    accountant = rdp_privacy_accountant.RdpAccountant(list(RDP_ORDERS), NeighboringRelation.REPLACE_ONE)
     groups = _private_groups(events)
     if groups is None:
-        return accountant.orders, np.full(len(RDP_ORDERS), np.inf)
+        return np.array(RDP_ORDERS), np.full(len(RDP_ORDERS), np.inf)
+    accountant = rdp_privacy_accountant.RdpAccountant(list(RDP_ORDERS), _neighboring_relation(groups))
     for event, count in groups.items():
-        if isinstance(event, GaussianRelease):
+        if isinstance(event, SubsampledGaussianRelease):
+            dp = dp_event.PoissonSampledDpEvent(
+                sampling_probability=event.sample_rate,
+                event=dp_event.GaussianDpEvent(noise_multiplier=event.noise_multiplier),
+            )
+        elif isinstance(event, GaussianRelease):
             dp = dp_event.GaussianDpEvent(noise_multiplier=event.noise_multiplier)
         elif isinstance(event, RandomizedResponseRelease):
             dp = dp_event.RandomizedResponseDpEvent(
@@ -133,6 +160,9 @@ def _loss_std(event: PrivacyEvent, count: int) -> float:
     randomized response and Laplace, whose loss lies in [-eps, eps]), to size the PLD grid."""
     if isinstance(event, GaussianRelease):
         return math.sqrt(count) / event.noise_multiplier  # loss of N(mu, 1) vs N(0, 1): std mu
+    if isinstance(event, SubsampledGaussianRelease):
+        # the record is in a step with probability q; a rough scale suffices for the grid
+        return math.sqrt(count) * event.sample_rate / event.noise_multiplier
     return math.sqrt(count) * event.epsilon
 
 
@@ -196,9 +226,14 @@ def _randomized_response_pld(
 
 
 def _pld(event: PrivacyEvent, count: int, interval: float) -> pld_lib.PrivacyLossDistribution:
-    """PLD of ``count`` releases like ``event`` (randomized response or Laplace)."""
+    """PLD of ``count`` releases like ``event`` (randomized response, Laplace or subsampled Gaussian)."""
     if isinstance(event, RandomizedResponseRelease):
         single = _randomized_response_pld(event.epsilon, event.num_buckets, interval)
+    elif isinstance(event, SubsampledGaussianRelease):
+        single = pld_lib.from_gaussian_mechanism(
+            standard_deviation=event.noise_multiplier, sensitivity=1, sampling_prob=event.sample_rate,
+            value_discretization_interval=interval, neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+        )
     else:
         single = pld_lib.from_laplace_mechanism(
             parameter=1 / event.epsilon, sensitivity=1, value_discretization_interval=interval
@@ -210,8 +245,9 @@ def pld_epsilon(events: list[PrivacyEvent], delta: float) -> float:
     """Epsilon at ``delta`` of the adaptive composition of ``events`` by privacy loss distributions.
 
     All Gaussian releases are merged exactly into one (:func:`_gaussian_mu`), built by
-    ``from_gaussian_mechanism``. Randomized response and Laplace PLDs come from
-    :func:`_randomized_response_pld` / ``from_laplace_mechanism`` and are ``self_compose``-d by
+    ``from_gaussian_mechanism``. Randomized response, Laplace and subsampled-Gaussian PLDs come from
+    :func:`_randomized_response_pld` / ``from_laplace_mechanism`` / ``from_gaussian_mechanism(...,
+    sampling_prob=q)`` (add/remove-one) and are ``self_compose``-d by
     their counts; everything is composed with ``compose``. All PLDs are pessimistic
     (``get_epsilon_for_delta`` of a pessimistic PLD is an upper bound, Doroshenko et al. 2022),
     on the grid of :func:`_pld_interval`.
@@ -274,8 +310,8 @@ class Ledger:
 
     Methods ``record`` each release as they make it (events are kept as recorded; the accountants
     merge identical ones), set ``claim`` to the paper's own statement (:mod:`dpsd.privacy.claims`)
-    and append caveats to ``notes``. A ledger with neither events nor a claim is a non-private run,
-    reported as eps = inf on both ledgers.
+    and append caveats to ``notes``. A ledger without a claim whose releases are none at all, or
+    include an unprotected one, is a non-private run, reported as eps = inf on both ledgers.
     """
 
     def __init__(self, claim: Claim | None = None, notes: list[str] | None = None) -> None:
@@ -284,7 +320,8 @@ class Ledger:
         self.notes: list[str] = list(notes or [])
 
     def record(self, event: PrivacyEvent) -> None:
-        if not isinstance(event, (GaussianRelease, RandomizedResponseRelease, LaplaceRelease, UnprotectedRelease)):
+        if not isinstance(event, (GaussianRelease, RandomizedResponseRelease, LaplaceRelease,
+                                  SubsampledGaussianRelease, UnprotectedRelease)):
             raise TypeError(f"not a privacy event: {event!r}")
         self.events.append(event)
 
@@ -297,8 +334,9 @@ class Ledger:
         """Both ledgers for this run at ``delta`` (the rigorous one's delta; the claim keeps its own,
         reported as ``claimed_delta``). ``eps_claimed`` is ``None`` when the method records releases
         but the paper states no guarantee for them."""
-        non_private = not self.events and self.claim is None
-        if non_private:
+        unprotected = any(event.count and _non_private(_canonical(event)) for event in self.events)
+        non_private = self.claim is None and (not self.events or unprotected)
+        if not self.events and self.claim is None:
             rigorous = {key: math.inf for key in ("eps_rigorous_rdp", "eps_rigorous_pld", "eps_rigorous")}
             rigorous["accountant"] = "none"
         else:

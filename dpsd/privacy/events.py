@@ -120,6 +120,30 @@ class LaplaceRelease:
 
 
 @dataclass(frozen=True)
+class SubsampledGaussianRelease:
+    """``count`` steps of DP-SGD: a Poisson sample (each record in with probability ``sample_rate``)
+    of per-example gradients clipped to L2 norm C, summed, plus N(0, (noise_multiplier * C)^2 I).
+
+    The sampled Gaussian mechanism of Abadi et al. 2016 / Mironov, Talwar, Zhang 2019, as Opacus
+    runs it. Its privacy is w.r.t. adding or removing one record (the neighbouring relation under
+    which Poisson subsampling amplifies privacy), not replacing one. ``noise_multiplier = 0`` with a
+    positive rate is non-private; ``sample_rate = 0`` or an infinite multiplier releases nothing.
+    """
+
+    noise_multiplier: float
+    sample_rate: float
+    count: int = 1
+    note: str = ""
+    kind: str = field(default="subsampled_gaussian", init=False)
+
+    def __post_init__(self) -> None:
+        _check_non_negative(self.kind, "noise_multiplier", self.noise_multiplier)
+        if not 0 <= self.sample_rate <= 1:
+            raise ConfigError(f"{self.kind}: sample_rate must lie in [0, 1], got {self.sample_rate!r}")
+        _check_count(self.kind, self.count)
+
+
+@dataclass(frozen=True)
 class UnprotectedRelease:
     """``count`` releases that depend on the private data through no privacy mechanism at all.
 
@@ -140,5 +164,7 @@ class UnprotectedRelease:
         return math.inf if self.count else 0.0
 
 
-PrivacyEvent = GaussianRelease | RandomizedResponseRelease | LaplaceRelease | UnprotectedRelease
+PrivacyEvent = (
+    GaussianRelease | RandomizedResponseRelease | LaplaceRelease | SubsampledGaussianRelease | UnprotectedRelease
+)
 """Any event the ledger accepts."""

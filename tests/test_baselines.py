@@ -1,0 +1,108 @@
+"""Baseline adapters: DP-SGD against Opacus's accountant, LP-1ST's label-DP ledger, PATE's aggregators,
+DFKD's upper bound."""
+
+import math
+
+import pytest
+from opacus.accountants import RDPAccountant
+
+from baselines.dpsgd import dpsgd_steps, opacus_epsilon
+from baselines.pate import partition
+from dpsd.config import compose
+from dpsd.errors import ConfigError
+from dpsd.experiment import privacy_report, run_experiment
+from dpsd.privacy import GaussianRelease, LaplaceRelease, SubsampledGaussianRelease, rdp_epsilon
+
+DELTA = 1e-5
+TEACHER = ["model.teacher.recipe.steps=30", "device=cpu", "tracking=none"]
+
+
+@pytest.mark.parametrize(("noise_multiplier", "sample_rate", "steps"), [
+    (1.1, 0.01, 1000),   # Abadi et al. 2016's MNIST regime
+    (2.0, 0.004, 5000),
+    (1.5, 0.02, 500),
+])
+def test_subsampled_gaussian_rdp_agrees_with_opacus_to_the_digits_it_prints(noise_multiplier, sample_rate, steps):
+    opacus = RDPAccountant()
+    opacus.history = [(noise_multiplier, sample_rate, steps)]
+    ours = rdp_epsilon([SubsampledGaussianRelease(noise_multiplier, sample_rate, count=steps)], DELTA)
+    assert round(ours, 2) == round(opacus.get_epsilon(DELTA), 2)
+
+
+def test_dpsgd_plan_calibrates_noise_to_the_target_with_the_steps_it_runs():
+    cfg = compose(["method=dpsgd", "privacy.epsilon=3", "method.epochs=2", "method.sample_rate=0.03"])
+    assert dpsgd_steps(cfg) == math.ceil(2 / 0.03)
+    report = privacy_report(cfg)
+    assert report["queries"] == dpsgd_steps(cfg)
+    assert report["claimed_source"] == "Opacus rdp accountant"
+    assert 3 - 0.01 <= report["eps_claimed"] <= 3  # Opacus's binary search stops within its tolerance
+    assert report["eps_rigorous_rdp"] == pytest.approx(report["eps_claimed"], abs=0.01)
+    assert report["eps_rigorous"] <= report["eps_rigorous_rdp"]  # PLD is tighter
+
+
+def test_dpsgd_run_spends_exactly_what_opacus_accounts(tmp_path):
+    cfg = compose(["method=dpsgd", f"results_dir={tmp_path}", *TEACHER, "method.epochs=1",
+                   "method.sample_rate=0.05", "method.noise_multiplier=1.0"])
+    metrics = run_experiment(cfg, show_progress=False)["metrics"]
+    assert metrics["dpsgd_steps"] == 20
+    assert metrics["eps_opacus"] == pytest.approx(metrics["eps_claimed"])
+    assert metrics["eps_claimed"] == pytest.approx(opacus_epsilon("rdp", 1.0, 0.05, 20, DELTA))
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0, 8.0])
+def test_lp1st_label_dp_epsilon_is_the_randomized_response_epsilon_once(epsilon):
+    report = privacy_report(compose(["method=lp1st", f"privacy.epsilon={epsilon}"]))
+    assert report["eps_claimed"] == epsilon and report["claimed_notion"] == "eps-label-DP"
+    # parallel composition over records: one randomized-response answer per record, whatever the size
+    assert report["queries"] == 1
+    assert report["eps_rigorous"] == pytest.approx(epsilon, rel=1e-3)
+    assert any("label-DP" in note for note in report["notes"])
+
+
+def test_lp1st_calibrates_its_randomized_response_to_the_rigorous_target():
+    report = privacy_report(compose(["method=lp1st", "privacy.epsilon=2", "privacy.calibrate=rigorous"]))
+    assert report["eps_rigorous"] == pytest.approx(2.0, rel=0.005)
+
+
+def test_baselines_needing_an_epsilon_say_so_in_one_line():
+    with pytest.raises(ConfigError, match="lp1st needs privacy=label"):
+        privacy_report(compose(["method=lp1st", "privacy=data"]))
+    with pytest.raises(ConfigError, match="dpsgd needs method.noise_multiplier"):
+        privacy_report(compose(["method=dpsgd", "privacy=none"]))
+    assert math.isfinite(privacy_report(compose(["method=dpsgd", "privacy=none", "method.noise_multiplier=1"]))["eps_rigorous"])
+
+
+def test_dfkd_is_non_private_whatever_the_privacy_group_says():
+    for privacy in ("label", "data", "none"):
+        report = privacy_report(compose(["method=dfkd", f"privacy={privacy}"]))
+        assert report["eps_claimed"] == math.inf and report["eps_rigorous"] == math.inf
+
+
+def test_dfkd_learns_the_teacher_on_digits_in_a_short_run(tmp_path):
+    cfg = compose(["method=dfkd", f"results_dir={tmp_path}", *TEACHER, "method.iterations=60",
+                   "method.batch_size=64"])
+    metrics = run_experiment(cfg, show_progress=False)["metrics"]
+    assert metrics["teacher_test_accuracy"] > 0.8
+    assert metrics["student_test_accuracy"] > 0.3
+
+
+def test_pate_claims_the_papers_data_independent_bounds_and_accounts_each_answer():
+    gnmax = privacy_report(compose(["method=pate", "method.aggregator=gnmax", "method.sigma=40", "method.queries=640"]))
+    # Papernot et al. 2018, Prop. 8 + Thm. 5: min over lambda of 640 lambda / 1600 + ln(1e5) / (lambda - 1)
+    assert gnmax["eps_claimed"] == pytest.approx(min(640 * l / 1600 + math.log(1e5) / (l - 1) for l in range(2, 257)))
+    assert gnmax["eps_rigorous_rdp"] == pytest.approx(rdp_epsilon([GaussianRelease(math.sqrt(2), 40.0, 640)], DELTA))
+    lnmax = privacy_report(compose(["method=pate", "method.aggregator=lnmax", "method.gamma=0.05", "method.queries=100"]))
+    # Papernot et al. 2017: each answer (2 gamma, 0)-DP, moments bound 2 gamma^2 l (l + 1) per answer
+    assert lnmax["eps_claimed"] == pytest.approx(min((100 * 2 * 0.05**2 * l * (l + 1) + math.log(1e5)) / l for l in range(1, 257)))
+    assert lnmax["eps_rigorous"] <= 100 * 2 * 0.05  # never worse than basic composition of (2 gamma)-DP answers
+    assert lnmax["eps_rigorous_rdp"] == pytest.approx(rdp_epsilon([LaplaceRelease(2.0, 20.0, 100)], DELTA))
+
+
+def test_pate_teachers_get_disjoint_partitions_and_never_see_the_pool():
+    cfg = compose(["method=pate", "method.num_teachers=4", "method.pool_fraction=0.25", "method.queries=10"])
+    parts, pool = partition(cfg, 100)
+    members = [index for part in parts for index in part]
+    assert len(pool) == 25 and len(members) == 75
+    assert sorted(members + pool) == list(range(100))
+    with pytest.raises(ConfigError, match="exceeds the pool"):
+        partition(compose(["method=pate", "method.queries=30", "method.pool_fraction=0.25"]), 100)

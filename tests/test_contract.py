@@ -1,0 +1,62 @@
+"""The method contract: every registered name runs end to end on the embedded digits.
+
+Adding a method (core or baseline) needs nothing here unless its generic tiny run is slow; then it
+gets its own tiny overrides in ``TINY``.
+"""
+
+import math
+
+import mlflow
+import pytest
+
+from dpsd.config import compose
+from dpsd.experiment import privacy_report, run_experiment
+from dpsd.methods import METHODS
+
+TEACHER = ["model.teacher.recipe.steps=30", "device=cpu"]
+GENERIC = ["method.iterations=4", "method.batch_size=32"]
+TINY = {
+    "lp1st": ["method.epochs=1"],
+    "dpsgd": ["method.epochs=1", "method.sample_rate=0.05", "method.noise_multiplier=1.0"],
+    "pate": ["method.num_teachers=3", "method.queries=100", "method.epochs=2"],
+}
+NON_PRIVATE = {("teacher", "label"), ("dfkd", "label"), ("dpsd", "none")}
+CASES = [(name, "label") for name in METHODS.names()] + [("dpsd", "none")]
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory):
+    """One results directory for the module, so the teacher is trained once and then cached."""
+    return tmp_path_factory.mktemp("contract")
+
+
+def tiny_cfg(results_dir, name, privacy, *extra):
+    return compose([f"method={name}", f"privacy={privacy}", f"results_dir={results_dir}", *TEACHER,
+                    *TINY.get(name, GENERIC), *extra])
+
+
+@pytest.mark.parametrize(("name", "privacy"), CASES)
+def test_every_method_runs_evaluates_and_fills_the_ledger_it_planned(results_dir, name, privacy):
+    cfg = tiny_cfg(results_dir, name, privacy, "tracking=none")
+    summary = run_experiment(cfg, show_progress=False)
+    metrics, ledger = summary["metrics"], summary["privacy"]
+    assert 0 <= metrics["student_test_accuracy"] <= 1
+    assert 0 <= metrics["teacher_test_accuracy"] <= 1
+    assert {"eps_claimed", "eps_rigorous", "queries"} <= ledger.keys()
+    assert ledger["queries"] >= 1 or privacy == "none"
+    planned = privacy_report(cfg)
+    for key in ("eps_claimed", "eps_rigorous", "queries", "delta"):
+        assert ledger[key] == planned[key], key
+    if (name, privacy) in NON_PRIVATE:
+        assert ledger["eps_claimed"] == math.inf and ledger["eps_rigorous"] == math.inf
+    else:
+        assert math.isfinite(ledger["eps_claimed"])
+
+
+def test_a_baseline_run_is_recorded_in_mlflow(results_dir):
+    summary = run_experiment(tiny_cfg(results_dir, "teacher", "label"), show_progress=False)
+    mlflow.set_tracking_uri(f"sqlite:///{results_dir / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["dpsd"])
+    assert list(runs["run_id"]) == [summary["run_id"]]
+    assert runs.iloc[0]["tags.method"] == "teacher"
+    assert runs.iloc[0]["tags.eps_rigorous"] == "inf"
