@@ -10,7 +10,7 @@ it happens; ``fit`` records the releases as it makes them into ``ctx.ledger``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol
 
 import torch
 from omegaconf import DictConfig
@@ -62,8 +62,22 @@ class RunResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+class Trainer(Protocol):
+    """One iterative method's state; ``step()`` runs one iteration of its algorithm."""
+
+    def step(self) -> dict[str, float]: ...
+
+
 class Method:
-    """Base class: subclasses implement ``plan_ledger`` and ``fit``."""
+    """Base class: subclasses implement ``plan_ledger`` and ``fit``.
+
+    Iterative methods also implement ``make_trainer(ctx)``: the object whose ``step()`` is one
+    iteration of their algorithm. ``fit`` loops over it and ``python -m dpsd.bench`` times it
+    against the same step with ``privacy=none``.
+    """
+
+    def make_trainer(self, ctx: RunContext) -> Trainer:
+        raise NotImplementedError(f"{type(self).__name__} has no per-iteration trainer")
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:

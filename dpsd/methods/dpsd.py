@@ -260,8 +260,11 @@ class DPSD(Method):
 
     plan_ledger = staticmethod(plan_dpsd_ledger)
 
+    def make_trainer(self, ctx: RunContext) -> DPSDTrainer:
+        return DPSDTrainer(ctx)
+
     def fit(self, ctx: RunContext) -> RunResult:
-        trainer = DPSDTrainer(ctx)
+        trainer = self.make_trainer(ctx)
         metrics: dict[str, float] = {}
         for step in range(int(ctx.cfg.method.iterations)):
             metrics = trainer.step()
