@@ -1,12 +1,16 @@
-"""What privacy costs per iteration: ``python -m dpsd.bench [overrides]``.
+"""What privacy costs per iteration: ``python -m dpsd.bench [--methods a,b] [--repeats N] [overrides]``.
 
-Times one training iteration of each private mode against the same iteration with privacy
-switched off (same networks, batch and data), in one process, and prints the ratios. Timing
+For each method that implements ``make_trainer(ctx)`` (found through the METHODS registry; the
+others are skipped with a printed line), times one training iteration under each private mode
+against the same iteration with ``privacy=none``: same networks (same seed), batch, data and
+teacher, in one process, modes interleaved round by round. Prints the ratio to the reference and
+the privatisation's share of the private iteration, ``(t_private - t_none) / t_private``. Timing
 claims belong here, not in tests: the numbers depend on the machine.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -15,13 +19,15 @@ import torch
 
 from dpsd.config import compose, resolve_paths, validate
 from dpsd.experiment import load_data, resolve_device
-from dpsd.methods.base import RunContext
-from dpsd.methods.dpsd import DPSDTrainer
+from dpsd.methods import METHODS
+from dpsd.methods.base import Method, RunContext, Trainer
 from dpsd.privacy.accounting import Ledger
 from dpsd.teachers import load_or_train_teacher
 
-MODES = ("none", "label", "data")
+REFERENCE = "none"
+PRIVATE_MODES = ("label", "data")
 REPEATS = 20
+WARMUP = 3
 
 
 def _seconds(action) -> float:
@@ -30,54 +36,91 @@ def _seconds(action) -> float:
     return time.perf_counter() - start
 
 
-def build_trainer(overrides: list[str], mode: str, teacher, data, device) -> DPSDTrainer:
-    cfg = resolve_paths(compose([*overrides, f"privacy={mode}"]))
+def has_trainer(name: str) -> bool:
+    """Whether method ``name`` overrides :meth:`Method.make_trainer`."""
+    return METHODS.get(name).make_trainer is not Method.make_trainer
+
+
+def build_trainer(overrides: list[str], method: str, mode: str, teacher, data, device) -> Trainer:
+    """Method ``method``'s trainer under ``privacy=mode``, networks initialised from the run's seed."""
+    cfg = compose([*overrides, f"method={method}", f"privacy={mode}"])
+    validate(cfg)
+    cfg = resolve_paths(cfg)
+    torch.manual_seed(int(cfg.seed))  # the same initial networks in every mode
     rng = torch.Generator(device=device).manual_seed(int(cfg.seed))
     ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=Ledger())
-    return DPSDTrainer(ctx)
+    return METHODS.get(method)().make_trainer(ctx)
 
 
-def time_modes(trainers: dict[str, DPSDTrainer], repeats: int) -> dict[str, dict[str, float]]:
-    """Median seconds of one iteration and of the annotation alone, per mode.
+def _synchronised(trainer: Trainer, device: torch.device):
+    def step() -> None:
+        trainer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return step
 
-    Modes are interleaved round by round, so a slow spell of the machine hits them all alike.
-    """
-    for trainer in trainers.values():
-        for _ in range(3):  # warm-up: allocator, thread pools
-            trainer.step()
-    iterations = {mode: [] for mode in trainers}
-    annotations = {mode: [] for mode in trainers}
+
+def time_modes(trainers: dict[str, Trainer], repeats: int, device: torch.device) -> dict[str, float]:
+    """Median seconds of one iteration per mode, the modes interleaved round by round so that a
+    slow spell of the machine hits them all alike."""
+    steps = {mode: _synchronised(trainer, device) for mode, trainer in trainers.items()}
+    for step in steps.values():
+        for _ in range(WARMUP):  # allocator, thread pools, lazy initialisation
+            step()
+    seconds: dict[str, list[float]] = {mode: [] for mode in trainers}
     for _ in range(repeats):
-        for mode, trainer in trainers.items():
-            iterations[mode].append(_seconds(trainer.step))
-            with torch.no_grad():
-                samples = trainer.generator(trainer.latents)
-                teacher_logits, student_logits = trainer.teacher(samples), trainer.student(samples)
-            annotations[mode].append(_seconds(lambda: trainer.annotate(teacher_logits, student_logits)))
-    return {
-        mode: {"iteration_s": statistics.median(iterations[mode]), "annotation_s": statistics.median(annotations[mode])}
-        for mode in trainers
-    }
+        for mode, step in steps.items():
+            seconds[mode].append(_seconds(step))
+    return {mode: statistics.median(values) for mode, values in seconds.items()}
+
+
+def bench_method(name: str, overrides: list[str], teacher, data, device, repeats: int) -> dict[str, float] | None:
+    """Median iteration seconds per mode for method ``name`` (None when it cannot be benchmarked)."""
+    if not has_trainer(name):
+        print(f"skip {name}: no make_trainer (not an iterative method)")
+        return None
+    trainers: dict[str, Trainer] = {}
+    for mode in (REFERENCE, *PRIVATE_MODES):
+        try:
+            trainers[mode] = build_trainer(overrides, name, mode, teacher, data, device)
+        except Exception as error:  # a method may not support a mode, or the overrides may not fit it
+            reason = " ".join(str(error).split())[:160]
+            print(f"skip {name} privacy={mode}: {type(error).__name__}: {reason}")
+            if mode == REFERENCE:
+                return None
+    if len(trainers) == 1:
+        return None
+    return time_modes(trainers, repeats, device)
 
 
 def main(argv: list[str] | None = None) -> None:
-    overrides = [*(sys.argv[1:] if argv is None else argv), "tracking=none"]
+    parser = argparse.ArgumentParser(prog="python -m dpsd.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", default=None, help="comma-separated method names (default: every "
+                        "registered method with a per-iteration trainer)")
+    parser.add_argument("--repeats", type=int, default=None, help=f"timed iterations per mode (default {REPEATS})")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for `dpsd run`")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    overrides = [*args.overrides, "tracking=none"]
+    repeats = args.repeats or REPEATS
     cfg = compose(overrides)
     validate(cfg)
     cfg = resolve_paths(cfg)
     device = resolve_device(cfg.device)
     data = load_data(cfg)
     teacher, _ = load_or_train_teacher(cfg, data, device)
-    repeats = REPEATS
-    trainers = {mode: build_trainer(overrides, mode, teacher, data, device) for mode in MODES}
-    results = time_modes(trainers, repeats)
-    reference = results["none"]["iteration_s"]
-    print(f"DPSD iteration on {cfg.dataset.name}, batch {cfg.method.batch_size}, device {device}, "
-          f"median of {repeats} (privacy=none is the reference)")
-    print(f"{'privacy':<8} {'iteration ms':>13} {'ratio to none':>14} {'mechanism ms':>13} {'mechanism share':>16}")
-    for mode, timing in results.items():
-        print(f"{mode:<8} {timing['iteration_s'] * 1e3:>13.2f} {timing['iteration_s'] / reference:>14.3f} "
-              f"{timing['annotation_s'] * 1e3:>13.3f} {timing['annotation_s'] / timing['iteration_s']:>15.1%}")
+    names = args.methods.split(",") if args.methods else [name for name in METHODS.names() if has_trainer(name)]
+    print(f"one iteration on {cfg.dataset.name}, batch {cfg.method.batch_size}, device {device}, median of "
+          f"{repeats} interleaved iterations; privacy=none is the reference; "
+          f"share = (t_private - t_none) / t_private")
+    print(f"{'method':<10} {'privacy':<8} {'iteration ms':>13} {'ratio to none':>14} {'privatisation share':>20}")
+    for name in names:
+        results = bench_method(name, overrides, teacher, data, device, repeats)
+        if results is None:
+            continue
+        reference = results[REFERENCE]
+        for mode, seconds in results.items():
+            print(f"{name:<10} {mode:<8} {seconds * 1e3:>13.2f} {seconds / reference:>14.3f} "
+                  f"{(seconds - reference) / seconds:>20.1%}")
 
 
 if __name__ == "__main__":

@@ -51,6 +51,8 @@ class PrivacyConfig:
     stability: float = 1e-4
     normalize_over: str = "sample"
     gradient_topk: str = "magnitude"
+    bound: str = "normalize"  # data mode: normalize | clip (DPDFD Fig. 2)
+    noise_over: str = "sample"  # data mode: sample | batch (DPDFD Alg. 1 line 9)
 
 
 @dataclass
@@ -59,6 +61,8 @@ class TrackingConfig:
     experiment: str = "dpsd"
     artifact_location: Optional[str] = None
     enabled: bool = True
+    parent_run_id: Optional[str] = None  # set by `dpsd sweep`: the sweep's parent MLflow run
+    tags: dict[str, str] = field(default_factory=dict)  # extra run tags (sweep, cell, config_hash, ...)
 
 
 @dataclass

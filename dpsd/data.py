@@ -35,6 +35,11 @@ _SET_ROOT_OR_DOWNLOAD = "set data.root, or data.download=true"
 _SET_ROOT_NO_DOWNLOAD = "set data.root; this source cannot be downloaded automatically"
 
 
+class DataAbsent(ConfigError):
+    """A dataset's files are not where the config says (or data.root is unset): the config is fine,
+    the data is missing. ``dpsd sweep`` lists such cells as data absent instead of failing them."""
+
+
 @dataclass
 class DataSplits:
     name: str
@@ -150,7 +155,7 @@ def _whole_folder(folder: datasets.ImageFolder) -> IndexedSplit:
 
 def _require_root(name: str, root: Path | None) -> Path:
     if root is None:
-        raise ConfigError(f"{name}: data.root must be set to the folder that holds its files")
+        raise DataAbsent(f"{name}: data.root must be set to the folder that holds its files")
     return root
 
 
@@ -163,7 +168,7 @@ def _expecting(name: str, expected: str, folder: Path, download: bool,
         yield
     except (RuntimeError, OSError) as err:
         hint = f"download failed: {str(err).strip().splitlines()[0]}" if download else missing_hint
-        raise ConfigError(f"{name}: expected {expected} under {folder} ({hint})") from err
+        raise DataAbsent(f"{name}: expected {expected} under {folder} ({hint})") from err
 
 
 def _refuse_download(name: str, expected: str, folder: Path, download: bool) -> None:

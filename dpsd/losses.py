@@ -31,8 +31,10 @@ def dkd_loss(student_logits: Tensor, teacher_probs: Tensor, balance: float) -> T
     l_tc = p_t,r log(p_t,r / p_s,r) + (1 - p_t,r) log((1 - p_t,r) / (1 - p_s,r)) and
     l_nc = sum_{j != r} p_t,j / (1 - p_t,j) * log(p_t,j (1 - p_s,j) / (p_s,j (1 - p_t,j))), as printed.
     """
-    p_s = F.softmax(student_logits, dim=1).clamp(_EPS, 1 - _EPS)
-    p_t = teacher_probs.clamp(_EPS, 1 - _EPS)
+    # 1 - 1e-8 rounds to 1 in float32: a one-hot or saturated teacher (p_t,r = 1) made l_tc and l_nc NaN
+    eps = max(_EPS, torch.finfo(teacher_probs.dtype).eps)
+    p_s = F.softmax(student_logits, dim=1).clamp(eps, 1 - eps)
+    p_t = teacher_probs.clamp(eps, 1 - eps)
     target = p_t.argmax(dim=1, keepdim=True)
     pt_r, ps_r = p_t.gather(1, target), p_s.gather(1, target)
     l_tc = pt_r * torch.log(pt_r / ps_r) + (1 - pt_r) * torch.log((1 - pt_r) / (1 - ps_r))

@@ -97,6 +97,25 @@ def train_classifier(
     return model.eval()
 
 
+def disjoint_partition(size: int, parts: int, pool_size: int, seed: int) -> tuple[list[list[int]], list[int]]:
+    """Teacher-ensemble split of ``size`` private indices (PATE; DGD's discriminative stream): a
+    seeded permutation whose first ``pool_size`` indices are held out (the pool) and whose rest is
+    dealt round-robin into ``parts`` disjoint member subsets."""
+    order = torch.randperm(size, generator=torch.Generator().manual_seed(seed)).tolist()
+    private = order[pool_size:]
+    return [private[i::parts] for i in range(parts)], order[:pool_size]
+
+
+def add_votes(votes: torch.Tensor, teacher: nn.Module, dataset: Dataset, device: torch.device, batch_size: int = 512) -> None:
+    """Add ``teacher``'s argmax vote for each image of ``dataset`` to ``votes`` (n x classes) in place:
+    the vote counts V_k(x) of PATE and DGD Eq. (3)."""
+    if len(dataset) == 0:
+        return
+    with torch.no_grad():
+        predictions = torch.cat([teacher(x.to(device)).argmax(dim=1) for x, *_ in DataLoader(dataset, batch_size=batch_size)])
+    votes[torch.arange(len(predictions), device=votes.device), predictions.to(votes.device)] += 1
+
+
 def load_or_train_teacher(
     cfg: DictConfig, data: DataSplits, device: torch.device, member: str = "full", subset: list[int] | None = None,
 ) -> tuple[nn.Module, dict]:
@@ -109,13 +128,18 @@ def load_or_train_teacher(
     key = teacher_key(cfg, member)
     cache_dir = teacher_cache_dir(cfg)
     path = cache_dir / key.filename
-    model = build_classifier(teacher_cfg.arch, data.channels, data.image_size, data.num_classes, teacher_cfg.pretrained)
+    # Seeded initial weights, whatever ran before (an ensemble member built mid-run included); the
+    # caller's random stream is left as it was, whether the teacher is cached or trained.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(cfg.seed))
+        model = build_classifier(teacher_cfg.arch, data.channels, data.image_size, data.num_classes, teacher_cfg.pretrained)
     if path.exists():
         stored = torch.load(path, map_location="cpu", weights_only=False)
         model.load_state_dict(stored["state_dict"])
         return model.to(device).eval(), {"path": str(path), "cached": True, "test_accuracy": stored["test_accuracy"]}
     train_set = data.train if subset is None else Subset(data.train, subset)
-    train_classifier(model, train_set, teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch} ({member})")
+    with torch.random.fork_rng(devices=[]):
+        train_classifier(model, train_set, teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch} ({member})")
     accuracy = evaluate_accuracy(model, data.test, device)
     cache_dir.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".tmp")

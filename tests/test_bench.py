@@ -1,13 +1,49 @@
-"""The privacy-cost benchmark runs and prints one row per privacy mode (it asserts no timings)."""
+"""The privacy-cost benchmark: one row per method and mode, methods found through the registry,
+the others skipped with a printed line (it asserts no timings)."""
+
+import pytest
 
 from dpsd import bench
+from dpsd.methods import METHODS
+
+TINY = ["method.batch_size=8", "model.teacher.recipe.steps=20", "device=cpu"]
 
 
-def test_bench_prints_a_ratio_for_each_privacy_mode(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(bench, "REPEATS", 2)
-    bench.main(["method.batch_size=16", "model.teacher.recipe.steps=20", f"results_dir={tmp_path}"])
-    lines = capsys.readouterr().out.strip().splitlines()
-    rows = {line.split()[0]: line.split() for line in lines[2:]}
-    assert set(rows) == set(bench.MODES)
-    assert float(rows["none"][2]) == 1.0  # the reference row
-    assert all(float(row[2]) > 0 for row in rows.values())
+def rows(output: str) -> dict[tuple[str, str], list[str]]:
+    names = set(METHODS.names())
+    return {(line.split()[0], line.split()[1]): line.split() for line in output.splitlines()
+            if line.split() and line.split()[0] in names}
+
+
+def test_bench_prints_a_ratio_and_share_for_each_privacy_mode(tmp_path, capsys):
+    bench.main(["--methods", "dpsd,teacher", "--repeats", "2", *TINY, f"results_dir={tmp_path}"])
+    out = capsys.readouterr().out
+    table = rows(out)
+    assert set(table) == {("dpsd", mode) for mode in (bench.REFERENCE, *bench.PRIVATE_MODES)}
+    assert float(table[("dpsd", "none")][3]) == 1.0  # the reference row
+    assert table[("dpsd", "none")][4] == "0.0%"
+    for row in table.values():
+        ratio, share = float(row[3]), float(row[4].rstrip("%")) / 100
+        assert ratio > 0 and share == pytest.approx(1 - 1 / ratio, abs=2e-3)
+    assert "skip teacher: no make_trainer" in out
+
+
+def test_methods_with_a_trainer_are_found_in_the_registry():
+    assert bench.has_trainer("dpsd") and bench.has_trainer("fed_dpsd")
+    assert not bench.has_trainer("teacher")
+
+
+def test_a_mode_or_method_that_fails_to_build_is_skipped_with_a_line(tmp_path, capsys, monkeypatch):
+    real = bench.build_trainer
+
+    def build(overrides, method, mode, *rest):
+        if mode == "data" or method == "fed_dpsd":
+            raise RuntimeError(f"no {mode} for {method}")
+        return real(overrides, method, mode, *rest)
+
+    monkeypatch.setattr(bench, "build_trainer", build)
+    bench.main(["--methods", "dpsd,fed_dpsd", "--repeats", "1", *TINY, f"results_dir={tmp_path}"])
+    out = capsys.readouterr().out
+    assert set(rows(out)) == {("dpsd", "none"), ("dpsd", "label")}
+    assert "skip dpsd privacy=data: RuntimeError: no data for dpsd" in out
+    assert "skip fed_dpsd privacy=none: RuntimeError: no none for fed_dpsd" in out

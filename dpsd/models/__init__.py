@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from dpsd.models.generators import Generator
+from dpsd.models.vae import ConvVAE, normalize_code, vae_loss
 from dpsd.registry import Registry
 
 ClassifierBuilder = Callable[[int, int, int, bool], nn.Module]
@@ -26,10 +27,13 @@ from dpsd.models import students, teachers  # noqa: E402,F401
 __all__ = [
     "ARCHITECTURES",
     "ClassifierBuilder",
+    "ConvVAE",
     "Generator",
     "build_classifier",
     "build_generator",
+    "normalize_code",
     "penultimate_features",
+    "vae_loss",
     "xavier_init_",
 ]
 

@@ -36,18 +36,64 @@ def normalize_rows(values: Tensor, bound: float, stability: float, over: str = "
     of ``||M_k(dL_t/dPhi_s)||_2`` as the norm of the batch's gradient matrix (the whole release then
     has norm below ``bound``).
     """
+    return bound * values / (_norms(values, over, "normalize_rows") + stability)
+
+
+def clip_rows(values: Tensor, bound: float, over: str = "sample") -> Tensor:
+    """Clipping (Abadi et al. 2016; DPDFD Fig. 2, '-C'): ``g * min(1, bound / ||g||_2)``.
+
+    Rows already inside the ball are left as they are, so only the norm bound is common to all
+    rows, not their length; ``over`` as in :func:`normalize_rows`.
+    """
+    return values * (bound / _norms(values, over, "clip_rows").clamp_min(1e-12)).clamp(max=1.0)
+
+
+def _norms(values: Tensor, over: str, caller: str) -> Tensor:
+    """L2 norm of each row (``over="sample"``, shape (b, 1)) or of the whole batch (``"batch"``)."""
     if over == "sample":
-        norm = values.norm(dim=1, keepdim=True)
-    elif over == "batch":
-        norm = values.norm()
-    else:
-        raise ValueError(f"normalize_rows: over must be 'sample' or 'batch', got {over!r}")
-    return bound * values / (norm + stability)
+        return values.norm(dim=1, keepdim=True)
+    if over == "batch":
+        return values.norm()
+    raise ValueError(f"{caller}: over must be 'sample' or 'batch', got {over!r}")
+
+
+def bound_rows(values: Tensor, bound: float, stability: float, how: str = "normalize", over: str = "sample") -> Tensor:
+    """DPDFD's choice of norm bound (Fig. 2 ablation): ``how="normalize"`` (Eq. (4), every row scaled
+    to norm ~ ``bound``, :func:`normalize_rows`) or ``"clip"`` (:func:`clip_rows`). Either way each
+    row (``over="sample"``) or the batch (``"batch"``) ends with L2 norm <= ``bound``."""
+    if how == "normalize":
+        return normalize_rows(values, bound, stability, over=over)
+    if how == "clip":
+        return clip_rows(values, bound, over=over)
+    raise ValueError(f"bound_rows: how must be 'normalize' or 'clip', got {how!r}")
 
 
 def gaussian_noise(like: Tensor, std: float, rng: torch.Generator) -> Tensor:
     """Isotropic N(0, std^2) noise shaped like ``like`` (DPSD Eq. (3): std = sigma * beta)."""
     return torch.randn(like.shape, generator=rng, device=like.device, dtype=like.dtype) * std
+
+
+def add_gaussian_noise(rows: Tensor, std: float, rng: torch.Generator, over: str = "sample") -> Tensor:
+    """The noisy release of bounded rows (b, c), shaped like ``rows``.
+
+    ``over="sample"``: every row gets its own N(0, std^2 I) (DPSD Eq. (3); DPDFD §4.4's per-sample
+    g~_i). ``over="batch"``: DPDFD Alg. 1 line 9 / Eq. (4) as printed, one noisy mean
+    ``(1/b) (sum_i rows_i + N(0, std^2 I))`` of the batch, given to every row.
+    """
+    if over == "sample":
+        return rows + gaussian_noise(rows, std, rng)
+    if over == "batch":
+        mean = (rows.sum(dim=0, keepdim=True) + gaussian_noise(rows[:1], std, rng)) / rows.shape[0]
+        return mean.expand_as(rows)
+    raise ValueError(f"add_gaussian_noise: over must be 'sample' or 'batch', got {over!r}")
+
+
+def laplace_noise(like: Tensor, scale: float, rng: torch.Generator) -> Tensor:
+    """I.i.d. Laplace(0, ``scale``) noise shaped like ``like`` (PATE's LNMax, scale 1/gamma; DGD
+    Eq. (3), scale 2/eps_0; DGD's latent codes, scale 2c/eps_1), by inverse CDF of one uniform
+    draw in [-1/2, 1/2) per entry."""
+    uniform = torch.rand(like.shape, generator=rng, device=like.device) - 0.5
+    return (-torch.sign(uniform) * torch.log1p(-2 * uniform.abs()) * scale).to(like.dtype)
 
 
 def randomized_response_keep_probability(epsilon: float, num_buckets: int) -> float:
@@ -104,3 +150,44 @@ def topk_randomized_response(
     else:
         raise ValueError(f"topk_randomized_response: domain must be 'topk' or 'all', got {domain!r}")
     return torch.where(found, answered, uniform)
+
+
+def selective_index_set(prior_probs: Tensor, threshold: float, min_size: int = 2) -> Tensor:
+    """DP-DFD Alg. 1 lines 5-7: the boolean mask of I = {i : y_s^i > t}, per row.
+
+    A row with fewer than ``min_size`` (2) members is replaced by the indices of its ``min_size``
+    largest entries ("if |I| = 0 or |I| = 1 then I = [index of top two largest elements in y_s]").
+    """
+    mask = prior_probs > threshold
+    top = torch.zeros_like(mask).scatter_(1, prior_probs.topk(min_size, dim=1).indices, True)
+    too_small = mask.sum(dim=1, keepdim=True) < min_size
+    return torch.where(too_small, top, mask)
+
+
+def _uniform_member(mask: Tensor, rng: torch.Generator) -> Tensor:
+    """One index per row drawn uniformly from the row's True entries (every row needs one)."""
+    scores = torch.rand(mask.shape, generator=rng, device=mask.device)
+    return scores.masked_fill(~mask, -1.0).argmax(dim=1)
+
+
+def selective_randomized_response(
+    teacher_label: Tensor, prior_probs: Tensor, threshold: float, epsilon: float, rng: torch.Generator
+) -> Tensor:
+    """DP-DFD's selective randomized response R(y_s, y_t, t), Alg. 1 lines 4-11, on class indices.
+
+    ``prior_probs`` are the student's output probabilities y_s; I is :func:`selective_index_set`
+    and k = |I| (per row). If the teacher's class r = argmax y_t is in I, answer r with probability
+    e^eps / (e^eps + k - 1) and each other member of I with probability 1 / (e^eps + k - 1)
+    (RR_eps(I, y_t)); otherwise answer each member of I with probability 1 / k (Uniform(I)).
+    An answer equals r exactly when the truth was kept.
+    """
+    mask = selective_index_set(prior_probs, threshold)
+    size = mask.sum(dim=1)
+    truth = torch.zeros_like(mask).scatter_(1, teacher_label.unsqueeze(1), True)
+    found = (mask & truth).any(dim=1)
+    # 1 / (1 + (k-1) e^-eps): the keep probability without overflowing e^eps (k >= 2 here).
+    keep_p = 1.0 / (1.0 + (size - 1).to(prior_probs.dtype) * math.exp(-epsilon))
+    keep = torch.rand(size.shape, generator=rng, device=size.device) < keep_p
+    other = _uniform_member(mask & ~truth, rng)  # a member of I other than r (k >= 2 leaves one)
+    uniform = _uniform_member(mask, rng)
+    return torch.where(found, torch.where(keep, teacher_label, other), uniform)

@@ -1,0 +1,369 @@
+"""DGD and DGD+: discriminative-generative distillation (only excerpts of the paper are at hand:
+``../shared/papers/dgd-discriminative-generative-distillation.excerpts.json``).
+
+Pipeline (the excerpts' §III, Fig. 2), one function per step:
+
+1. discriminative stream: the baseline (the full-data teacher, ``ctx.teachers[0]``) and an ensemble
+   of ``method.num_teachers`` teachers on disjoint subsets of the private split;
+2. generative stream: a generator trained data-free with the baseline as fixed discriminator
+   (DPSD's :func:`~dpsd.methods.dpsd.generator_loss`), ``method.synthetic_count`` synthetic images
+   (null: as many as private training examples, Fig. 6) and a convolutional VAE trained on them;
+3. |Q| = ``method.queries`` synthetic images labelled by the ensemble's noisy vote, Eq. (3):
+   argmax_k V_k(x) + Lap(2/eps_0) (``aggregator=laplace``, DGD) or + N(0, sigma^2)
+   (``aggregator=gaussian``, DGD+); the others encoded by the VAE, their normalised codes
+   perturbed by Laplace noise of scale 2c/eps_1, then along tangent and normal directions to
+   form triples (x, x_par, x_perp);
+4. semi-supervised student: cross-entropy on the labelled queries (supervised energy) plus
+   tangent and normal regularisation and entropy minimisation on the triples (unsupervised
+   energy, Eq. (6));
+5. ``vae_data=private`` is the VAE ablation's DGD± (Fig. 7): no generator; a held-out pool of the
+   private split gives the queries and feeds the VAE, as public unlabelled data does in PATE.
+
+eps_0 is ``privacy.query_epsilon`` (privacy=label), so ``privacy.calibrate`` solves it; eps_1 is
+``method.latent_epsilon``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
+
+from dpsd.errors import ConfigError
+from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
+from dpsd.methods.dpsd import generator_loss, make_optimizer
+from dpsd.models import ConvVAE, build_classifier, build_generator, normalize_code, vae_loss, xavier_init_
+from dpsd.privacy import claims, mechanisms
+from dpsd.privacy.accounting import Ledger
+from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
+from dpsd.teachers import add_votes, disjoint_partition, load_or_train_teacher
+
+AGGREGATORS = ("laplace", "gaussian")
+VAE_DATA = ("synthetic", "private")
+CODE_PROJECTIONS = ("clamp", "none")
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def check_config(cfg: DictConfig) -> None:
+    """One-line ConfigErrors for settings DGD cannot honour."""
+    method = cfg.method
+    if cfg.privacy.mode != "label":
+        raise ConfigError(f"method={method.name} needs privacy=label (privacy.query_epsilon is eps_0), got privacy.mode={cfg.privacy.mode!r}")
+    for key, accepted in (("aggregator", AGGREGATORS), ("vae_data", VAE_DATA), ("code_projection", CODE_PROJECTIONS)):
+        if method[key] not in accepted:
+            raise ConfigError(f"method.{key} must be one of {', '.join(accepted)}, got {method[key]!r}")
+    if int(method.queries) < 1 or int(method.num_teachers) < 1:
+        raise ConfigError(f"method.queries and method.num_teachers must be >= 1, got {method.queries}, {method.num_teachers}")
+    if not float(method.latent_epsilon) > 0:
+        raise ConfigError(f"method.latent_epsilon (eps_1) must be > 0, got {method.latent_epsilon}")
+
+
+def aggregation_sigma(cfg: DictConfig) -> float:
+    """DGD+'s Gaussian std on each vote count: ``method.sigma``, or when null 2 sqrt(2) / eps_0, the
+    standard deviation of DGD's Lap(2/eps_0), so that DGD and DGD+ add noise of equal variance and
+    ``privacy.calibrate`` (which solves eps_0) works for both."""
+    if cfg.method.sigma is not None:
+        return float(cfg.method.sigma)
+    return 2 * math.sqrt(2) / float(cfg.privacy.query_epsilon)
+
+
+def uses_vae(cfg: DictConfig) -> bool:
+    return bool(cfg.method.vae_regulariser)
+
+
+# ----------------------------------------------------------------------------- privacy
+
+
+def aggregation_release(cfg: DictConfig) -> PrivacyEvent:
+    """The |Q| noisy-argmax answers of Eq. (3). One changed private record changes one teacher's vote:
+    two counts move by one (L1 sensitivity 2, L2 sensitivity sqrt 2), so Lap(2/eps_0) makes each
+    answer eps_0-DP."""
+    queries, epsilon = int(cfg.method.queries), float(cfg.privacy.query_epsilon)
+    if cfg.method.aggregator == "laplace":
+        return LaplaceRelease(l1_sensitivity=2.0, scale=2 / epsilon, count=queries,
+                              note="DGD Eq. (3): vote counts of the teacher ensemble + Lap(2/eps_0), argmax")
+    return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=aggregation_sigma(cfg), count=queries,
+                           note="DGD+: vote counts of the teacher ensemble + N(0, sigma^2), argmax")
+
+
+def latent_release(cfg: DictConfig) -> LaplaceRelease:
+    """The normalised latent codes + Lap(2c/eps_1): a code lies in [-1, 1]^c, so two images' codes
+    differ by at most 2c in L1. Each image's code is released once (parallel composition over
+    images, the excerpts' "taking the synthetic data as a sequence"): one eps_1 release."""
+    c, epsilon = int(cfg.method.latent_dim), float(cfg.method.latent_epsilon)
+    return LaplaceRelease(l1_sensitivity=2.0 * c, scale=2.0 * c / epsilon, count=1,
+                          note="DGD §III-E: each image's normalised VAE code + Lap(2c/eps_1), released once")
+
+
+def dgd_releases(cfg: DictConfig) -> list[PrivacyEvent]:
+    """Every release a DGD run makes, in the order ``fit`` records them."""
+    releases: list[PrivacyEvent] = []
+    if cfg.method.strict_ledger:
+        model = "generator (trained against the baseline)" if cfg.method.vae_data == "synthetic" else "VAE (trained on private images)"
+        releases.append(UnprotectedRelease(count=1, note=f"the {model} learns from private data without noise"))
+    releases.append(aggregation_release(cfg))
+    if uses_vae(cfg):
+        releases.append(latent_release(cfg))
+    return releases
+
+
+def dgd_claim(cfg: DictConfig) -> claims.Claim:
+    """The excerpts' (|Q| eps_0^2 + eps_0 sqrt(-2|Q| log delta) + eps_1, delta) for DGD. The excerpts
+    state no formula for DGD+; it gets PATE+'s data-independent Gaussian bound (the analysis of [21]
+    whose aggregation it borrows) + eps_1, by the same basic composition the excerpts use."""
+    queries, delta = int(cfg.method.queries), float(cfg.privacy.delta)
+    latent_epsilon = float(cfg.method.latent_epsilon) if uses_vae(cfg) else 0.0
+    if cfg.method.aggregator == "laplace":
+        return claims.dgd_privacy_analysis(queries, float(cfg.privacy.query_epsilon), latent_epsilon, delta)
+    epsilon = claims.pate_gnmax_data_independent(queries, aggregation_sigma(cfg), delta) + latent_epsilon
+    return claims.Claim(epsilon, delta, "(eps, delta)-DP", "DGD+ : PATE+ data-independent GNMax bound (Papernot et al. 2018) + eps_1")
+
+
+def plan_dgd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
+    check_config(cfg)
+    method = cfg.method
+    ledger = Ledger(claim=dgd_claim(cfg))
+    for release in dgd_releases(cfg):
+        ledger.record(release)
+    if method.vae_data == "synthetic":
+        ledger.notes.append(
+            "the generator is trained against the baseline classifier (all private data) without noise: "
+            "the synthetic images, the queries, the VAE and its triples are non-private functions of the "
+            "private set. Unless method.strict_ledger=true, eps_rigorous covers only the ensemble's labels "
+            "and the latent-code release with the generator treated as public (as the paper does); "
+            "w.r.t. the private set the student has no guarantee (as DPSD-T)")
+        if uses_vae(cfg):
+            ledger.notes.append(
+                "the latent Laplace release is eps_1-DP w.r.t. one synthetic image's code; synthetic "
+                "images are not private records, so it protects no private record by itself")
+    else:
+        ledger.notes.append(
+            f"DGD± (vae_data=private): a held-out pool ({method.pool_fraction:g} of the private split) stands "
+            "in for public data; the query images train the student without protection, and the images fed "
+            "to the VAE have no protection beyond eps_1 on their own code (the VAE is trained on them "
+            "without noise)")
+    return ledger
+
+
+# ----------------------------------------------------------------------------- the pipeline
+
+
+def member_config(cfg: DictConfig) -> DictConfig:
+    """The teacher config for ensemble members: ``method.member_steps`` overrides the recipe's steps
+    (a member sees 1/n of the data; the recipe's step count is part of the cache key)."""
+    if cfg.method.member_steps is None:
+        return cfg
+    member = cfg.copy()
+    member.model.teacher.recipe.steps = int(cfg.method.member_steps)
+    return member
+
+
+def evaluation_split(ctx: RunContext) -> Dataset:
+    """The test images the ensemble's clean vote is scored on: the first ``method.ensemble_eval_size``
+    (null: all), to bound the n x |test| teacher passes on a CPU."""
+    size = ctx.cfg.method.ensemble_eval_size
+    return ctx.data.test if size is None else Subset(ctx.data.test, range(min(int(size), len(ctx.data.test))))
+
+
+def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: Tensor) -> tuple[Tensor, Tensor, float]:
+    """Step 1 and the vote counts of Eq. (3): each member trained (or loaded) on its subset votes on
+    ``queries`` and on the test split. Returns (query votes, test votes, mean member test accuracy).
+    The member key ``"i/n, pool f"`` is PATE's and DPDFD's: one cached member per split."""
+    cfg, data, device = member_config(ctx.cfg), ctx.data, ctx.device
+    test = evaluation_split(ctx)
+    query_votes = torch.zeros(len(queries), data.num_classes, device=device)
+    test_votes = torch.zeros(len(test), data.num_classes, device=device)
+    accuracy = 0.0
+    for i, part in enumerate(parts):
+        teacher, record = load_or_train_teacher(cfg, data, device, member=f"{i}/{len(parts)}{tag}", subset=part)
+        add_votes(query_votes, teacher, TensorDataset(queries), device)
+        add_votes(test_votes, teacher, test, device)
+        accuracy += record["test_accuracy"] / len(parts)
+    return query_votes, test_votes, accuracy
+
+
+def noisy_votes(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
+    """Eq. (3) before its argmax: V_k(x) + Lap(2/eps_0) (DGD) or V_k(x) + N(0, sigma^2) (DGD+)."""
+    if cfg.method.aggregator == "laplace":
+        return votes + mechanisms.laplace_noise(votes, 2 / float(cfg.privacy.query_epsilon), rng)
+    return votes + mechanisms.gaussian_noise(votes, aggregation_sigma(cfg), rng)
+
+
+def train_generator(ctx: RunContext) -> nn.Module:
+    """Step 2: data-free generator with the baseline as fixed discriminator (DPSD Eq. (8) losses,
+    with the BN-statistics term as configured); fresh latents every iteration."""
+    cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
+    baseline = ctx.teachers[0].eval()
+    latent_dim = int(cfg.model.generator.latent_dim)
+    generator = xavier_init_(build_generator(latent_dim, info.channels, info.image_size, cfg.model.generator.width)).to(device)
+    optimizer = make_optimizer("adam", generator.parameters(), float(method.generator_lr))
+    for _ in range(int(method.generator_iterations)):
+        z = torch.randn(int(method.batch_size), latent_dim, generator=ctx.rng, device=device)
+        loss = generator_loss(cfg, baseline, generator(z))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return generator.eval()
+
+
+@torch.no_grad()
+def synthesise(ctx: RunContext, generator: nn.Module, count: int) -> Tensor:
+    """``count`` synthetic images D_hat from the trained generator (on the CPU)."""
+    latent_dim, chunks = int(ctx.cfg.model.generator.latent_dim), []
+    for start in range(0, count, 512):
+        z = torch.randn(min(512, count - start), latent_dim, generator=ctx.rng, device=ctx.device)
+        chunks.append(generator(z).cpu())
+    return torch.cat(chunks)
+
+
+def images_of(dataset: Dataset) -> Tensor:
+    return torch.cat([x for x, *_ in DataLoader(dataset, batch_size=1024)])
+
+
+def train_vae(ctx: RunContext, images: Tensor) -> ConvVAE:
+    """Step 2's VAE {phi_e, phi_d} on ``images`` (negative ELBO, Adam)."""
+    cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
+    torch.manual_seed(int(cfg.seed))
+    vae = ConvVAE(int(method.latent_dim), info.channels, info.image_size, int(method.vae_width)).to(device)
+    optimizer = make_optimizer("adam", vae.parameters(), float(method.vae_lr))
+    loader = DataLoader(TensorDataset(images), batch_size=int(method.batch_size), shuffle=True,
+                        generator=torch.Generator().manual_seed(int(cfg.seed)))
+    vae.train()
+    for _ in range(int(method.vae_epochs)):
+        for (x,) in loader:
+            x = x.to(device)
+            loss = vae_loss(x, *vae(x))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+    return vae.eval()
+
+
+def unit_rows(x: Tensor) -> Tensor:
+    flat = x.flatten(1)
+    return (flat / flat.norm(dim=1, keepdim=True).clamp_min(1e-12)).view_as(x)
+
+
+@torch.no_grad()
+def private_codes(ctx: RunContext, vae: ConvVAE, images: Tensor) -> Tensor:
+    """Step 3's latent release: normalised codes tanh(mu(x)) + Lap(2c/eps_1), then the mapping M
+    onto the decoder's input domain (``code_projection=clamp``: onto [-1, 1]^c, post-processing)."""
+    cfg, device = ctx.cfg, ctx.device
+    codes = torch.cat([normalize_code(vae.encode(x.to(device))[0]) for x in images.split(512)])
+    scale = 2 * int(cfg.method.latent_dim) / float(cfg.method.latent_epsilon)
+    noisy = codes + mechanisms.laplace_noise(codes, scale, ctx.rng)
+    return noisy.clamp(-1, 1) if cfg.method.code_projection == "clamp" else noisy
+
+
+@torch.no_grad()
+def make_triples(ctx: RunContext, vae: ConvVAE, codes: Tensor) -> Tensor:
+    """Step 3's triples (x, x_par, x_perp), shape (n, 3, C, H, W), from released codes only
+    (post-processing). x = phi_d(M(z)); x_par = phi_d(M(z) + n_par), n_par a random latent direction
+    of norm ``tangent_step`` (a move along the data manifold); x_perp = x + n_perp, n_perp random
+    image noise of L2 norm ``normal_step`` with its component along the tangent x_par - x removed (the
+    tangent space approximated by the sampled tangent direction, one decode per direction)."""
+    method, device, rng = ctx.cfg.method, ctx.device, ctx.rng
+    triples = []
+    for z in codes.split(512):
+        x = vae.decode(z)
+        step = unit_rows(torch.randn(z.shape, generator=rng, device=device)) * float(method.tangent_step)
+        x_par = vae.decode(z + step)
+        tangent = unit_rows(x_par - x).flatten(1)
+        noise = torch.randn(x.shape, generator=rng, device=device).flatten(1)
+        normal = noise - (noise * tangent).sum(dim=1, keepdim=True) * tangent
+        x_perp = x + unit_rows(normal).view_as(x) * float(method.normal_step)
+        triples.append(torch.stack([x, x_par, x_perp], dim=1).cpu())
+    return torch.cat(triples)
+
+
+def unsupervised_energy(cfg: DictConfig, student: nn.Module, triples: Tensor) -> Tensor:
+    """Eq. (6): normal + tangent regularisation and entropy minimisation on a batch of triples.
+    KL(p(x) || p(x_perp)) and KL(p(x) || p(x_par)) with p(x) fixed (as VAT / TNAR), + H(p(x))."""
+    method = cfg.method
+    x, x_par, x_perp = triples.unbind(dim=1)
+    logits = student(torch.cat([x, x_par, x_perp]))
+    log_p, log_par, log_perp = F.log_softmax(logits, dim=1).chunk(3)
+    target = log_p.detach().exp()
+    kl_par = F.kl_div(log_par, target, reduction="batchmean")
+    kl_perp = F.kl_div(log_perp, target, reduction="batchmean")
+    entropy = -(log_p.exp() * log_p).sum(dim=1).mean()
+    return float(method.tangent_weight) * kl_par + float(method.normal_weight) * kl_perp + float(method.entropy_weight) * entropy
+
+
+def train_student(ctx: RunContext, queries: Tensor, labels: Tensor, triples: Tensor | None) -> tuple[nn.Module, dict[str, float]]:
+    """Step 4: ``method.iterations`` Adam steps of CE on a batch of labelled queries (the supervised
+    energy) plus, with triples, the unsupervised energy on a batch of them."""
+    cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
+    student = xavier_init_(build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)).to(device)
+    optimizer = make_optimizer("adam", student.parameters(), float(method.student_lr))
+    batch, metrics = int(method.batch_size), {}
+    student.train()
+    for step in range(int(method.iterations)):
+        index = torch.randint(0, len(queries), (min(batch, len(queries)),), generator=ctx.rng, device=device).cpu()
+        supervised = F.cross_entropy(student(queries[index].to(device)), labels[index].to(device))
+        loss, metrics = supervised, {"supervised": supervised.item()}
+        if triples is not None:
+            pick = torch.randint(0, len(triples), (batch,), generator=ctx.rng, device=device).cpu()
+            unsupervised = unsupervised_energy(cfg, student, triples[pick].to(device))
+            loss = loss + unsupervised
+            metrics["unsupervised"] = unsupervised.item()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        ctx.progress(step, metrics)
+    return student.eval(), metrics
+
+
+@register_method("dgd")
+@register_method("dgd_plus")
+class DGD(Method):
+    """DGD; ``method=dgd_plus`` is the same pipeline with Gaussian aggregation (``aggregator``)."""
+
+    plan_ledger = staticmethod(plan_dgd_ledger)
+
+    def fit(self, ctx: RunContext) -> RunResult:
+        cfg, data, method = ctx.cfg, ctx.data, ctx.cfg.method
+        check_config(cfg)
+        size, teachers, queries_n = len(data.train), int(method.num_teachers), int(method.queries)
+        metrics: dict[str, float] = {}
+        if method.vae_data == "synthetic":
+            parts, _ = disjoint_partition(size, teachers, 0, int(cfg.seed))
+            count = size if method.synthetic_count is None else int(method.synthetic_count)
+            if count <= queries_n:
+                raise ConfigError(f"method.synthetic_count={count} must exceed method.queries={queries_n}")
+            generator = train_generator(ctx)
+            images = synthesise(ctx, generator, count)
+            queries, unlabelled, vae_images, tag = images[:queries_n], images[queries_n:], images, ", pool 0"
+        else:
+            pool_size = int(size * float(method.pool_fraction))
+            if not queries_n < pool_size:
+                raise ConfigError(f"method.queries={queries_n} must be below the pool ({pool_size} held-out private samples)")
+            parts, pool = disjoint_partition(size, teachers, pool_size, int(cfg.seed))
+            generator = None
+            queries, unlabelled = images_of(Subset(data.train, pool[:queries_n])), images_of(Subset(data.train, pool[queries_n:]))
+            vae_images, tag = unlabelled, f", pool {method.pool_fraction:g}"
+        if cfg.method.strict_ledger:
+            ctx.ledger.record(dgd_releases(cfg)[0])
+        votes, test_votes, member_accuracy = ensemble_votes(ctx, parts, tag, queries)
+        labels = noisy_votes(votes, cfg, ctx.rng).argmax(dim=1)
+        ctx.ledger.record(aggregation_release(cfg))
+        test_labels = torch.as_tensor([int(y) for _, y in evaluation_split(ctx)], device=test_votes.device)
+        metrics["ensemble_test_accuracy"] = float((test_votes.argmax(dim=1) == test_labels).float().mean())
+        metrics["member_mean_test_accuracy"] = member_accuracy
+        metrics["label_agreement"] = float((labels == votes.argmax(dim=1)).float().mean())
+        metrics["num_teachers"] = float(teachers)
+        triples = None
+        if uses_vae(cfg):
+            vae = train_vae(ctx, vae_images)
+            codes = private_codes(ctx, vae, unlabelled)
+            ctx.ledger.record(latent_release(cfg))
+            triples = make_triples(ctx, vae, codes)
+        student, final = train_student(ctx, queries, labels.cpu(), triples)
+        metrics.update({f"final_{name}": value for name, value in final.items()})
+        samples = triples[:64, 0] if triples is not None else queries[:64]
+        return RunResult(student=student, generator=generator, ledger=ctx.ledger, samples=samples, metrics=metrics)
