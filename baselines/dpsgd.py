@@ -71,6 +71,11 @@ class DPSGD(Method):
     """DP-SGD on the student with Opacus's per-sample gradients, noisy optimiser and accountant."""
 
     @staticmethod
+    def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
+        """What ``privacy.calibrate`` solves for (dpsd.privacy.calibrate): the noise multiplier."""
+        return "method.noise_multiplier", 0.3, 100.0
+
+    @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
         method, delta = cfg.method, float(cfg.privacy.delta)
         sigma, steps = noise_multiplier(cfg), dpsgd_steps(cfg)

@@ -11,25 +11,36 @@ argmax of the teachers' vote counts, and the student is trained on them. Aggrega
 * ``gnmax`` (2018, §4.1): counts + N(0, sigma^2) each; the vote histogram has L2 sensitivity
   sqrt(2), so each answer is (lambda, lambda / sigma^2)-RDP (2018, Prop. 8).
 
-Only the data-independent analyses are implemented (no data-dependent bound, no Confident-GNMax).
+* Confident-GNMax (2018, Alg. 1), with ``method.confident_threshold`` T set (null: off): a query
+  is answered only if max_j n_j + N(0, sigma1^2) >= T (``method.sigma1``), then by GNMax with
+  ``method.sigma``; the student trains on the answered queries only. The threshold check is a
+  Gaussian release of the top count (L2 sensitivity 1: one teacher's changed vote moves the
+  maximum by at most one), composed for every query; GNMax is composed for the answered ones.
+  The plan (``dpsd privacy-report``) cannot know how many will be answered and charges GNMax
+  for every query: an upper bound on the run's ledger, which charges the answered ones.
+
+Only the data-independent analyses are implemented: the data-dependent RDP bound of the 2018
+paper (§3-4, with smooth sensitivity for releasing it) is not.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 from omegaconf import DictConfig
 from torch import Tensor
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import Subset
 
 from baselines.training import RelabelledSplit, train_student
 from dpsd.errors import ConfigError
 from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
 from dpsd.privacy.accounting import Ledger
-from dpsd.privacy.claims import Claim
+from dpsd.privacy.claims import Claim, pate_gnmax_data_independent
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease
-from dpsd.teachers import load_or_train_teacher
+from dpsd.privacy import mechanisms
+from dpsd.teachers import add_votes, disjoint_partition, load_or_train_teacher
 
 AGGREGATORS = ("lnmax", "gnmax")
 
@@ -47,6 +58,31 @@ def aggregator_release(cfg: DictConfig) -> GaussianRelease | LaplaceRelease:
     raise ConfigError(f"method.aggregator must be one of {', '.join(AGGREGATORS)}, got {method.aggregator!r}")
 
 
+def confident(cfg: DictConfig) -> bool:
+    """Whether Confident-GNMax's threshold check is on (``method.confident_threshold`` set)."""
+    if cfg.method.get("confident_threshold") is None:
+        return False
+    if cfg.method.aggregator != "gnmax":
+        raise ConfigError(f"method.confident_threshold needs method.aggregator=gnmax, got {cfg.method.aggregator!r}")
+    return True
+
+
+def threshold_release(cfg: DictConfig) -> GaussianRelease:
+    """Confident-GNMax's check (2018, Alg. 1 line 1) for all ``method.queries``: the top vote count
+    (L2 sensitivity 1) + N(0, sigma1^2), compared with T (post-processing)."""
+    return GaussianRelease(l2_sensitivity=1.0, noise_std=float(cfg.method.sigma1), count=int(cfg.method.queries),
+                           note="Confident-GNMax threshold check: max vote + N(0, sigma1^2) >= T (Papernot et al. 2018, Alg. 1)")
+
+
+def releases(cfg: DictConfig, answered: int | None = None) -> list[GaussianRelease | LaplaceRelease]:
+    """Every release of a PATE run: the aggregator's answers (``answered`` of them; every query
+    when None) and, with Confident-GNMax, the threshold check of every query."""
+    answers = aggregator_release(cfg)
+    if answered is not None:
+        answers = dataclasses.replace(answers, count=int(answered))
+    return [threshold_release(cfg), answers] if confident(cfg) else [answers]
+
+
 def data_independent_claim(cfg: DictConfig) -> Claim:
     """The papers' data-independent bounds for ``queries`` answers at ``privacy.delta``.
 
@@ -61,31 +97,39 @@ def data_independent_claim(cfg: DictConfig) -> Claim:
         gamma = float(method.gamma)
         eps = min((queries * 2 * gamma**2 * order * (order + 1) + log_inv_delta) / order for order in range(1, 257))
         return Claim(eps, delta, "(eps, delta)-DP", "Papernot et al. 2017, data-independent moments accountant")
-    sigma = float(method.sigma)
-    eps = min(queries * order / sigma**2 + log_inv_delta / (order - 1) for order in range(2, 257))
+    if confident(cfg):
+        # Alg. 1: the threshold check (sensitivity 1) adds lambda / (2 sigma1^2) per query to GNMax's
+        # lambda / sigma^2, every query charged as answered (the plan cannot know which will be)
+        per_query = 1 / float(method.sigma) ** 2 + 1 / (2 * float(method.sigma1) ** 2)
+        eps = min(queries * order * per_query + log_inv_delta / (order - 1) for order in range(2, 257))
+        return Claim(eps, delta, "(eps, delta)-DP", "Papernot et al. 2018, data-independent RDP (Prop. 8), "
+                                                    "Confident-GNMax threshold check composed per query")
+    eps = pate_gnmax_data_independent(queries, float(method.sigma), delta)
     return Claim(eps, delta, "(eps, delta)-DP", "Papernot et al. 2018, data-independent RDP (Prop. 8)")
 
 
 def partition(cfg: DictConfig, size: int) -> tuple[list[list[int]], list[int]]:
     """Disjoint teacher partitions and the held-out pool, from a permutation seeded by ``seed``."""
-    order = torch.randperm(size, generator=torch.Generator().manual_seed(int(cfg.seed))).tolist()
     pool_size = int(size * float(cfg.method.pool_fraction))
     queries, teachers = int(cfg.method.queries), int(cfg.method.num_teachers)
     if not queries <= pool_size:
         raise ConfigError(f"method.queries={queries} exceeds the pool ({pool_size} held-out private samples)")
-    private = order[pool_size:]
-    return [private[i::teachers] for i in range(teachers)], order[:pool_size]
+    return disjoint_partition(size, teachers, pool_size, int(cfg.seed))
+
+
+def confident_mask(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
+    """Confident-GNMax's check (2018, Alg. 1): max_j n_j + N(0, sigma1^2) >= T, per query."""
+    top = votes.max(dim=1).values
+    return top + mechanisms.gaussian_noise(top, float(cfg.method.sigma1), rng) >= float(cfg.method.confident_threshold)
 
 
 def noisy_argmax(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
     """LNMax / GNMax: the argmax of the vote counts plus the aggregator's noise."""
     method = cfg.method
     if method.aggregator == "lnmax":
-        # Laplace(b) by inverse CDF from one uniform draw in (-1/2, 1/2)
-        uniform = torch.rand(votes.shape, generator=rng, device=votes.device) - 0.5
-        noise = -torch.sign(uniform) * torch.log1p(-2 * uniform.abs()) / float(method.gamma)
+        noise = mechanisms.laplace_noise(votes, 1 / float(method.gamma), rng)
     else:
-        noise = torch.randn(votes.shape, generator=rng, device=votes.device) * float(method.sigma)
+        noise = mechanisms.gaussian_noise(votes, float(method.sigma), rng)
     return (votes + noise).argmax(dim=1)
 
 
@@ -94,13 +138,29 @@ class PATE(Method):
     """Teacher ensemble on disjoint partitions, noisy-argmax labels for pool samples, student on them."""
 
     @staticmethod
-    def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
-        ledger = Ledger(claim=data_independent_claim(cfg), notes=[
+    def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
+        """What ``privacy.calibrate`` solves for: GNMax's sigma (sigma1 kept), or LNMax's gamma."""
+        if cfg.method.aggregator == "lnmax":
+            return "method.gamma", 1e-6, 1e3
+        return "method.sigma", 1e-3, 1e6
+
+    @staticmethod
+    def notes(cfg: DictConfig) -> list[str]:
+        notes = [
             "privacy w.r.t. the teachers' partitions of the private split; the pool is a held-out part "
             f"of the private split ({cfg.method.pool_fraction:g}) standing in for PATE's public "
             "unlabelled data: its images train the student without protection",
-        ])
-        ledger.record(aggregator_release(cfg))
+        ]
+        if confident(cfg):
+            notes.append("Confident-GNMax: the claim and the plan charge GNMax for every query (an upper "
+                         "bound); a run's ledger charges the answered queries only")
+        return notes
+
+    @staticmethod
+    def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
+        ledger = Ledger(claim=data_independent_claim(cfg), notes=PATE.notes(cfg))
+        for release in releases(cfg):
+            ledger.record(release)
         return ledger
 
     @staticmethod
@@ -116,12 +176,16 @@ class PATE(Method):
             # the member key carries the split, so a cached teacher never saw the pool
             member = f"{i}/{len(parts)}, pool {cfg.method.pool_fraction:g}"
             teacher, _ = load_or_train_teacher(cfg, data, device, member=member, subset=part)
-            with torch.no_grad():
-                predictions = torch.cat([teacher(x.to(device)).argmax(dim=1) for x, _ in DataLoader(queried, batch_size=512)])
-            votes[torch.arange(len(queried)), predictions] += 1
-        labels = noisy_argmax(votes, cfg, ctx.rng)
-        ctx.ledger.record(aggregator_release(cfg))
-        student, final_loss = train_student(ctx, RelabelledSplit(queried, labels.cpu()))
-        consensus = float((labels == votes.argmax(dim=1)).float().mean())
+            add_votes(votes, teacher, queried, device)
+        answered = confident_mask(votes, cfg, ctx.rng) if confident(cfg) else torch.ones(len(votes), dtype=torch.bool, device=device)
+        labels = noisy_argmax(votes[answered], cfg, ctx.rng)
+        for release in releases(cfg, answered=int(answered.sum())):
+            ctx.ledger.record(release)
+        if not answered.any():
+            raise ConfigError("pate: the confident threshold answered no query; lower method.confident_threshold")
+        kept = Subset(queried, answered.nonzero().flatten().cpu().tolist())
+        student, final_loss = train_student(ctx, RelabelledSplit(kept, labels.cpu()))
+        consensus = float((labels == votes[answered].argmax(dim=1)).float().mean())
         return RunResult(student=student, ledger=ctx.ledger,
-                         metrics={"final_student_loss": final_loss, "aggregate_agreement": consensus})
+                         metrics={"final_student_loss": final_loss, "aggregate_agreement": consensus,
+                                  "answered_queries": int(answered.sum())})

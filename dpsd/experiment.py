@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from dpsd.config import resolve_paths, validate
@@ -19,7 +19,7 @@ from dpsd.data import dataset_info, load_dataset
 from dpsd.methods import METHODS
 from dpsd.methods.base import DataInfo, RunContext
 from dpsd.privacy.accounting import Ledger
-from dpsd.privacy.calibrate import NOISE_PARAMETERS, calibrate
+from dpsd.privacy.calibrate import calibrate, noise_parameter
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 
 
@@ -47,9 +47,9 @@ def privacy_report(cfg: DictConfig) -> dict[str, Any]:
     ledger = method.plan_ledger(cfg, data_info(cfg))
     report = {"method": cfg.method.name, "privacy_mode": cfg.privacy.mode}
     if cfg.privacy.calibrate != "off":
-        key = NOISE_PARAMETERS[cfg.privacy.mode][0]
+        key = noise_parameter(cfg)[0]
         report["calibration"] = {"ledger": cfg.privacy.calibrate, "target_epsilon": cfg.privacy.epsilon,
-                                 "parameter": f"privacy.{key}", "value": cfg.privacy[key]}
+                                 "parameter": key, "value": OmegaConf.select(cfg, key)}
     return {**report, **ledger.summary(float(cfg.privacy.delta))}
 
 

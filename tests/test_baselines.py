@@ -106,3 +106,68 @@ def test_pate_teachers_get_disjoint_partitions_and_never_see_the_pool():
     assert sorted(members + pool) == list(range(100))
     with pytest.raises(ConfigError, match="exceeds the pool"):
         partition(compose(["method=pate", "method.queries=30", "method.pool_fraction=0.25"]), 100)
+
+
+def test_pate_gnmax_epsilon_agrees_with_independent_computations():
+    import dp_accounting
+    from dp_accounting import pld, rdp
+    from scipy.stats import norm
+
+    sigma, queries = 40.0, 640
+    report = privacy_report(compose(["method=pate", "method.aggregator=gnmax", f"method.sigma={sigma}",
+                                     f"method.queries={queries}"]))
+    orders = [1 + x / 10 for x in range(1, 100)] + list(range(12, 257))
+    # closed form: each answer is (alpha, alpha * (sqrt 2)^2 / (2 sigma^2))-RDP; composition adds
+    by_hand = rdp.compute_epsilon(orders, [queries * a / sigma**2 for a in orders], DELTA)[0]
+    event = dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(sigma / math.sqrt(2)), queries)
+    library = rdp.RdpAccountant(orders).compose(event).get_epsilon(DELTA)
+    assert library == pytest.approx(by_hand, abs=1e-6)
+    assert report["eps_rigorous_rdp"] <= by_hand + 1e-6  # our order grid is a superset of these orders
+    assert report["eps_rigorous_rdp"] == pytest.approx(by_hand, rel=1e-3)
+    # exact: Q Gaussians of multiplier s compose to one of multiplier s / sqrt(Q) (Balle & Wang 2018, Thm. 8)
+    mu = math.sqrt(queries) * math.sqrt(2) / sigma
+    exact_delta = lambda eps: norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+    from scipy.optimize import brentq
+    exact = brentq(lambda eps: exact_delta(eps) - DELTA, 0, 50)
+    assert report["eps_rigorous_pld"] == pytest.approx(exact, rel=1e-3)
+    assert pld.PLDAccountant().compose(event).get_epsilon(DELTA) == pytest.approx(exact, rel=1e-3)
+
+
+def test_confident_gnmax_charges_the_threshold_check_for_every_query_and_gnmax_as_planned():
+    cfg = compose(["method=pate", "method.queries=100", "method.sigma=40", "method.confident_threshold=200",
+                   "method.sigma1=150"])
+    report = privacy_report(cfg)
+    sensitivities = sorted((e["l2_sensitivity"], e["noise_std"], e["count"]) for e in report["events"])
+    assert sensitivities == [(1.0, 150.0, 100), (math.sqrt(2), 40.0, 100)]
+    # Papernot et al. 2018: lambda / sigma^2 (GNMax) + lambda / (2 sigma1^2) (threshold) per query
+    per_query = 1 / 40**2 + 1 / (2 * 150**2)
+    assert report["eps_claimed"] == pytest.approx(min(100 * l * per_query + math.log(1e5) / (l - 1) for l in range(2, 257)))
+    assert report["eps_rigorous"] < report["eps_claimed"]
+    with pytest.raises(ConfigError, match="confident_threshold needs method.aggregator=gnmax"):
+        privacy_report(compose(["method=pate", "method.aggregator=lnmax", "method.confident_threshold=3"]))
+
+
+def test_confident_mask_answers_exactly_the_confident_queries():
+    import torch
+
+    from baselines.pate import confident_mask
+
+    votes = torch.tensor([[5.0, 0, 0], [2, 2, 1], [0, 4, 1]])
+    cfg = compose(["method=pate", "method.confident_threshold=3.5", "method.sigma1=1e-6"])
+    assert confident_mask(votes, cfg, torch.Generator().manual_seed(0)).tolist() == [True, False, True]
+    noisy = compose(["method=pate", "method.confident_threshold=3.5", "method.sigma1=1.0"])
+    answered = torch.stack([confident_mask(votes[:1].expand(20000, 3), noisy, torch.Generator().manual_seed(s))
+                            for s in range(2)]).float().mean()
+    # P(5 + N(0, 1) >= 3.5) = Phi(1.5) = 0.9332
+    assert float(answered) == pytest.approx(0.9332, abs=0.005)
+
+
+def test_a_confident_pate_run_charges_gnmax_for_the_answered_queries_only(tmp_path):
+    cfg = compose(["method=pate", f"results_dir={tmp_path}", *TEACHER, "method.num_teachers=3", "method.queries=100",
+                   "method.epochs=1", "method.confident_threshold=2.5", "method.sigma1=1.0", "method.sigma=1.0"])
+    summary = run_experiment(cfg, show_progress=False)
+    answered = summary["metrics"]["answered_queries"]
+    assert 0 < answered < 100  # 3 teachers: a split vote (max 2) is mostly refused, a unanimous one answered
+    counts = sorted((e["l2_sensitivity"], e["count"]) for e in summary["privacy"]["events"])
+    assert counts == [(1.0, 100), (math.sqrt(2), answered)]
+    assert summary["privacy"]["eps_rigorous"] < privacy_report(cfg)["eps_rigorous"]

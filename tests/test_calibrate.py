@@ -121,3 +121,45 @@ def test_privacy_report_json_keeps_both_rigorous_accountants(capsys):
     report = json.loads(capsys.readouterr().out)
     assert {"eps_claimed", "eps_rigorous", "eps_rigorous_rdp", "eps_rigorous_pld", "queries"} <= report.keys()
     assert "calibration" not in report
+
+
+# Methods naming their own noise parameter (Method.noise_parameter): DP-SGD's noise multiplier,
+# PATE's GNMax sigma and LNMax gamma. Small runs: 20 DP-SGD steps, 100 PATE answers.
+DPSGD = ["method=dpsgd", "method.epochs=1", "method.sample_rate=0.05"]
+PATE = ["method=pate", "method.queries=100"]
+
+
+@pytest.mark.parametrize(
+    "overrides,key,ledger,target",
+    [
+        # each step of the solve builds a subsampled-Gaussian PLD (seconds): slow on a loaded CPU
+        pytest.param(DPSGD, "method.noise_multiplier", "rigorous", 2.0, marks=pytest.mark.slow),
+        (DPSGD, "method.noise_multiplier", "claimed", 2.0),  # Opacus's own accountant is the claim
+        ([*PATE, "method.aggregator=gnmax"], "method.sigma", "rigorous", 1.0),
+        ([*PATE, "method.aggregator=gnmax"], "method.sigma", "claimed", 10.0),
+        ([*PATE, "method.aggregator=lnmax"], "method.gamma", "rigorous", 1.0),
+    ],
+)
+def test_a_method_calibrates_the_noise_parameter_it_names(overrides, key, ledger, target):
+    report = privacy_report(compose([*overrides, f"privacy.calibrate={ledger}", f"privacy.epsilon={target}"]))
+    assert report["calibration"]["parameter"] == key
+    solved = report["calibration"]["value"]
+    # Account the solved value afresh, with calibration off.
+    fresh = privacy_report(compose([*overrides, f"{key}={solved!r}"]))
+    assert fresh["eps_claimed" if ledger == "claimed" else "eps_rigorous"] == pytest.approx(target, rel=0.01)
+    assert fresh["eps_rigorous"] == pytest.approx(report["eps_rigorous"])
+
+
+def test_privacy_report_prints_both_rigorous_accountants_for_every_registered_method(capsys):
+    from test_contract import CASES, GENERIC, TINY
+
+    for name, privacy in CASES:
+        assert main(["privacy-report", f"method={name}", f"privacy={privacy}", *TINY.get(name, GENERIC)]) == 0, name
+        report = json.loads(capsys.readouterr().out)
+        assert report["method"] == name
+        for key in ("eps_claimed", "eps_rigorous", "eps_rigorous_rdp", "eps_rigorous_pld"):
+            value = report[key]
+            assert value == "inf" or (isinstance(value, float) and value >= 0), (name, key, value)
+        # the reported figure is the tighter of the two valid bounds
+        numbers = [math.inf if report[k] == "inf" else report[k] for k in ("eps_rigorous_rdp", "eps_rigorous_pld")]
+        assert (math.inf if report["eps_rigorous"] == "inf" else report["eps_rigorous"]) == min(numbers), name

@@ -3,10 +3,13 @@
 ``privacy.epsilon`` is the target and ``privacy.calibrate`` names the ledger that must meet it
 (DESIGN.md, "Privacy: two ledgers, always both"): ``claimed`` (the paper's own formula),
 ``rigorous`` (the standard accountant over every teacher query) or ``off`` (the noise parameter is
-used as configured). The parameter solved for is the one the privacy mode names
-(:data:`NOISE_PARAMETERS`): the randomized response's per-query ``privacy.query_epsilon`` in label
-mode, the Gaussian noise scale ``privacy.sigma`` in data mode (``beta`` kept). The ledger comes
-from the method's own ``plan_ledger``, so calibration works for any registered method.
+used as configured). The parameter solved for is the one the method names through an optional
+``noise_parameter(cfg) -> (config key path, smallest, largest)`` static method (DP-SGD:
+``method.noise_multiplier``; PATE: ``method.sigma`` for GNMax, ``method.gamma`` for LNMax), and
+otherwise the one the privacy mode names (:data:`NOISE_PARAMETERS`): the randomized response's
+per-query ``privacy.query_epsilon`` in label mode, the Gaussian noise scale ``privacy.sigma`` in
+data mode (``beta`` kept). The ledger comes from the method's own ``plan_ledger``, so calibration
+works for any registered method.
 
 The solve is Brent's method (``scipy.optimize.brentq``) on ``log eps(x) - log target`` over
 ``log x`` in a fixed range; a target outside what the range reaches is a :class:`ConfigError`
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from scipy.optimize import brentq
 
 from dpsd.errors import ConfigError
@@ -48,9 +51,21 @@ def ledger_epsilon(cfg: DictConfig, ledger: str) -> float:
     return float(planned.summary(float(cfg.privacy.delta))["eps_rigorous"])
 
 
-def _with(cfg: DictConfig, key: str, value: float) -> DictConfig:
+def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
+    """The config key path calibration solves for and its search range: the method's own
+    ``noise_parameter(cfg)`` where it defines one, else the privacy mode's (:data:`NOISE_PARAMETERS`)."""
+    from dpsd.methods import METHODS
+
+    own = getattr(METHODS.get(cfg.method.name), "noise_parameter", None)
+    if own is not None:
+        return own(cfg)
+    key, low, high = NOISE_PARAMETERS[cfg.privacy.mode]
+    return f"privacy.{key}", low, high
+
+
+def _with(cfg: DictConfig, path: str, value: float) -> DictConfig:
     cfg = cfg.copy()
-    cfg.privacy[key] = float(value)
+    OmegaConf.update(cfg, path, float(value), merge=False)
     return cfg
 
 
@@ -65,7 +80,7 @@ def calibrate(cfg: DictConfig) -> DictConfig:
     ledger = privacy.calibrate
     if ledger == "off":
         return cfg
-    key, low, high = NOISE_PARAMETERS[privacy.mode]
+    key, low, high = noise_parameter(cfg)
     target = float(privacy.epsilon)
 
     def excess(log_value: float) -> float:
@@ -74,7 +89,7 @@ def calibrate(cfg: DictConfig) -> DictConfig:
             return _LOG_INF
         return math.log(max(epsilon, 1e-300)) - math.log(target)
 
-    current = privacy[key]
+    current = OmegaConf.select(cfg, key)
     if current is not None and current > 0 and abs(excess(math.log(current))) <= 1e-9:
         return cfg
     at_low, at_high = excess(math.log(low)), excess(math.log(high))
@@ -82,13 +97,13 @@ def calibrate(cfg: DictConfig) -> DictConfig:
         ends = sorted(target * math.exp(value) if value < _LOG_INF else math.inf for value in (at_low, at_high))
         raise ConfigError(
             f"privacy.calibrate={ledger}: target epsilon {target:g} is out of reach; the {ledger} "
-            f"ledger spans [{ends[0]:.4g}, {ends[1]:.4g}] (floor {ends[0]:.4g}) for privacy.{key} in "
+            f"ledger spans [{ends[0]:.4g}, {ends[1]:.4g}] (floor {ends[0]:.4g}) for {key} in "
             f"[{low:g}, {high:g}]"
         )
     log_value = brentq(excess, math.log(low), math.log(high), xtol=1e-7)
     if abs(math.expm1(excess(log_value))) > TOLERANCE:
         raise ConfigError(
-            f"privacy.calibrate={ledger}: no privacy.{key} gives epsilon {target:g} within "
+            f"privacy.calibrate={ledger}: no {key} gives epsilon {target:g} within "
             f"{TOLERANCE:.1%} (the ledger jumps there)"
         )
     return _with(cfg, key, math.exp(log_value))
