@@ -7,6 +7,16 @@
                                      with --vary (repeatable: a grid), a table over the values
     dpsd audit mechanism [overrides] [--trials N] [--confidence 0.95]
                                      an empirical lower bound on the mechanism's epsilon, as JSON
+    dpsd audit model <run id | artifact folder> [key=value ...] [--samples N] [--synthetic M]
+                                     membership inference against a run's student, generator and
+                                     teacher (AUC, TPR at FPR 1% and 0.1%), as JSON
+    dpsd sweep <spec> [scale=smoke|paper] [overrides] [--address ADDR] [--dry-run]
+                                     run a sweep spec's cells not yet done (Ray Tune, MLflow)
+    dpsd report [--scale smoke|paper] [--only SPEC ...] [--out reports] [overrides]
+                                     every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
+                                     plots, sample grids and index.html, from the recorded runs
+    dpsd reproduce [--scale smoke|paper] [--only SPEC ...] [--dry-run] [overrides]
+                                     the sweeps (whatever is missing), then the report
 
 Overrides are Hydra's: ``dataset=mnist data.root=../shared/data privacy=label privacy.epsilon=1``.
 A bad setting ends the command with one line on stderr and exit status 2.
@@ -144,13 +154,32 @@ def cmd_privacy_report(args: list[str]) -> None:
         print(_dumps(privacy_report(compose(parsed.overrides))))
 
 
+def cmd_audit_model(args: list[str]) -> None:
+    from dpsd import tracking
+    from dpsd.privacy.model_audit import audit_run, flat_metrics
+
+    parser = argparse.ArgumentParser(prog="dpsd audit model", description="membership inference against a run's models")
+    parser.add_argument("run", help="an MLflow run id (in the store the overrides name) or a folder of its artifacts")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides of the run's config: data.root=..., device=cpu")
+    parser.add_argument("--samples", type=int, default=1000, help="members, and as many non-members")
+    parser.add_argument("--synthetic", type=int, default=2000, help="generator samples for the distance attack")
+    parsed = parser.parse_intermixed_args(args)
+    cfg, result = audit_run(parsed.run, parsed.overrides, parsed.samples, parsed.synthetic)
+    if cfg.tracking.enabled:
+        tags = {"kind": "audit", "target": "model", "audited_run": result["audited_run"], "method": cfg.method.name}
+        result["run_id"] = tracking.record_report(cfg, flat_metrics(result), tags, result, "model_audit.json")
+    print(_dumps(result))
+
+
 def cmd_audit(args: list[str]) -> None:
+    if args[:1] == ["model"]:
+        return cmd_audit_model(args[1:])
     from dpsd.config import compose, resolve_paths, validate
     from dpsd.privacy.audit import audit_mechanism, record_audit
     from dpsd.privacy.calibrate import calibrate
 
     parser = argparse.ArgumentParser(prog="dpsd audit", description="empirical lower bound on a mechanism's epsilon")
-    parser.add_argument("target", choices=["mechanism"])
+    parser.add_argument("target", choices=["mechanism", "model"])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value")
     parser.add_argument("--trials", type=int, default=100_000, help="runs of the mechanism per world")
     parser.add_argument("--confidence", type=float, default=0.95)
@@ -164,7 +193,73 @@ def cmd_audit(args: list[str]) -> None:
     print(_dumps(result))
 
 
-COMMANDS = {"run": cmd_run, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report, "audit": cmd_audit}
+def cmd_sweep(args: list[str]) -> int:
+    from dpsd.sweep import format_summary, run_sweep, split_scale
+
+    parser = argparse.ArgumentParser(prog="dpsd sweep", description="run a sweep spec's cells with Ray Tune")
+    parser.add_argument("spec", help="a spec file, or the name of one in sweeps/")
+    parser.add_argument("overrides", nargs="*", help="scale=smoke|paper and Hydra overrides for every cell")
+    parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
+    parser.add_argument("--dry-run", action="store_true", help="list the cells to run and those done; run nothing")
+    parser.add_argument("--cpus-per-trial", type=float, help="default: every CPU of the largest node")
+    parser.add_argument("--gpus-per-trial", type=float, help="default: 0.5 where there are GPUs, else 0")
+    parsed = parser.parse_intermixed_args(args)
+    scale, overrides = split_scale(parsed.overrides)
+    summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
+                        parsed.cpus_per_trial, parsed.gpus_per_trial)
+    print(format_summary(summary, parsed.dry_run))
+    return 1 if summary["failed"] else 0
+
+
+def _report_parser(command: str, description: str) -> argparse.ArgumentParser:
+    from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
+
+    parser = _parser(command, description)
+    parser.add_argument("--scale", default="smoke", help="smoke | paper (default smoke; scale=... works too)")
+    parser.add_argument("--only", nargs="+", default=[], metavar="SPEC", help="spec names or files (default: all)")
+    parser.add_argument("--specs", default=str(DEFAULT_SPECS), help="folder of sweep specs (default sweeps/)")
+    parser.add_argument("--reference", default=str(DEFAULT_REFERENCE), help="the papers' numbers (CSV)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="where to render (default reports/)")
+    return parser
+
+
+def _overrides_after_only(parsed: argparse.Namespace) -> list[str]:
+    """``--only a b key=value``: spec names have no "=", so overrides after ``--only`` are overrides."""
+    overrides = [name for name in parsed.only if "=" in name]
+    parsed.only = [name for name in parsed.only if "=" not in name]
+    return [*parsed.overrides, *overrides]
+
+
+def cmd_report(args: list[str]) -> None:
+    from dpsd.report import render_report, spec_paths
+    from dpsd.sweep import split_scale
+
+    parsed = _report_parser("report", "render every spec's tables and figures from the runs").parse_intermixed_args(args)
+    scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
+    index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out)
+    print(f"report: {index}")
+
+
+def cmd_reproduce(args: list[str]) -> int:
+    from dpsd.reproduce import reproduce
+    from dpsd.sweep import format_summary, split_scale
+
+    parser = _report_parser("reproduce", "run the sweeps (whatever is missing), then render the report")
+    parser.add_argument("--dry-run", action="store_true", help="list each spec's cells to run and done; run nothing")
+    parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
+    parsed = parser.parse_intermixed_args(args)
+    scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
+    result = reproduce(scale, parsed.only, parsed.dry_run, overrides, parsed.specs, parsed.reference, parsed.out,
+                       parsed.address)
+    for summary in result["sweeps"]:
+        print(format_summary(summary, parsed.dry_run))
+    if result["index"]:
+        print(f"report: {result['index']}")
+    return 1 if any(summary["failed"] for summary in result["sweeps"]) else 0
+
+
+COMMANDS = {"run": cmd_run, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report, "audit": cmd_audit,
+            "sweep": cmd_sweep, "report": cmd_report, "reproduce": cmd_reproduce}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,11 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's overrides and options")
     args = parser.parse_args(argv)
     try:
-        COMMANDS[args.command](args.args)
+        status = COMMANDS[args.command](args.args)
     except ConfigError as err:
         print(f"dpsd {args.command}: error: {err}", file=sys.stderr)
         return 2
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ and Ray trials change their working directory); ``tracking.uri`` may point at an
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -34,13 +36,20 @@ def _artifact_location(cfg: DictConfig) -> str | None:
 
 
 def ensure_experiment(cfg: DictConfig) -> str:
-    """Point MLflow at the configured store and return the experiment's id (created if absent)."""
+    """Point MLflow at the configured store and return the experiment's id (created if absent).
+
+    Two runs opening a new SQLite store at once would both run MLflow's schema migration, and one
+    fails ("Online migration expected to match one row"): a lock file next to the store serialises
+    its creation.
+    """
     mlflow.set_tracking_uri(tracking_uri(cfg))
     Path(cfg.results_dir).mkdir(parents=True, exist_ok=True)
-    experiment = mlflow.get_experiment_by_name(cfg.tracking.experiment)
-    if experiment is not None:
-        return experiment.experiment_id
-    return mlflow.create_experiment(cfg.tracking.experiment, artifact_location=_artifact_location(cfg))
+    with open(Path(cfg.results_dir) / "mlflow.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        experiment = mlflow.get_experiment_by_name(cfg.tracking.experiment)
+        if experiment is not None:
+            return experiment.experiment_id
+        return mlflow.create_experiment(cfg.tracking.experiment, artifact_location=_artifact_location(cfg))
 
 
 def flatten(tree: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -72,10 +81,29 @@ def record_run(
     ``models`` are the *releasable* models only (student, generator): the teacher and any private
     data stay in the teacher cache, outside the tracked artifacts.
     """
+    for attempt in range(_RETRIES):
+        try:
+            return _record_run_once(cfg, metrics, privacy, models, samples, tags)
+        except Exception as err:  # SQLite under concurrent trials: "database is locked"
+            if attempt + 1 == _RETRIES or "locked" not in str(err).lower():
+                raise
+            time.sleep(0.5 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+_RETRIES = 6
+
+
+def _record_run_once(cfg, metrics, privacy, models, samples, tags) -> str:
+    """One attempt of :func:`record_run`. ``tracking.tags`` are added to ``tags`` and
+    ``tracking.parent_run_id`` makes the run a child (``dpsd sweep`` sets both); the run is
+    FINISHED only once everything is logged, so an interrupted one never counts as done."""
     experiment_id = ensure_experiment(cfg)
     container = OmegaConf.to_container(cfg, resolve=True)
     finite = {k: v for k, v in metrics.items() if v is not None}
-    with mlflow.start_run(experiment_id=experiment_id, tags=tags or {}) as run:
+    tags = {**(tags or {}), **dict(cfg.tracking.get("tags") or {})}
+    parent = cfg.tracking.get("parent_run_id")
+    with mlflow.start_run(experiment_id=experiment_id, tags=tags, parent_run_id=parent) as run:
         mlflow.log_params(dict(flatten(container)))
         mlflow.log_metrics({k: float(v) for k, v in finite.items()})
         with tempfile.TemporaryDirectory() as tmp:
@@ -87,4 +115,16 @@ def record_run(
             if samples is not None:
                 save_sample_grid(samples, folder / "samples.png")
             mlflow.log_artifacts(str(folder))
+    return run.info.run_id
+
+
+def record_report(cfg: DictConfig, metrics: dict[str, float], tags: dict[str, str], report: dict[str, Any],
+                  name: str = "report.json") -> str:
+    """Log a run that trains nothing (an audit): ``cfg`` as parameters, the finite ``metrics``,
+    ``tags`` and ``report`` as a JSON artifact ``name``; returns its run id."""
+    experiment_id = ensure_experiment(cfg)
+    with mlflow.start_run(experiment_id=experiment_id, tags=tags) as run:
+        mlflow.log_params(dict(flatten(OmegaConf.to_container(cfg, resolve=True))))
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))})
+        mlflow.log_text(json.dumps(report, indent=2, default=str), name)
     return run.info.run_id

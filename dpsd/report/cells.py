@@ -1,0 +1,90 @@
+"""A spec's cells joined to their runs: one row per cell (per seed), then one row per cell group.
+
+A cell is identified by its config hash (SWEEP_SCHEMA), so the report shows exactly what the sweep
+counts as done. Seeds of the same cell form a group, whose figures are the mean ± std over the seeds
+that finished. A cell with no run is "not run"; one whose data files were absent is "data absent".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Sequence
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from dpsd.report.reference import parse_epsilon
+
+NOT_RUN, DATA_ABSENT, RUN = "not run", "data absent", "run"
+_SEED = re.compile(r"^\+{0,2}seed=")
+FIGURES = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
+
+
+def group_label(label: str) -> str:
+    """The cell's label without ``seed=``: the label shared by a cell's seeds."""
+    return " ".join(o for o in label.split() if not _SEED.match(o))
+
+
+def override_map(overrides: Sequence[str]) -> dict[str, str]:
+    """``["a=1", "+b.c=x", "a=2"]`` -> ``{"a": "2", "b.c": "x"}`` (later overrides win, as in Hydra)."""
+    pairs = (o.split("=", 1) for o in overrides if "=" in o)
+    return {key.lstrip("+~"): value for key, value in pairs}
+
+
+def cell_values(cfg: DictConfig, x: str | None, series: str | None) -> dict[str, Any]:
+    """What a report keys a cell on, read from its resolved config (never from the run)."""
+    epsilon = None if cfg.privacy.mode == "none" else parse_epsilon(cfg.privacy.get("epsilon"))
+    values = {"method": str(cfg.method.name), "dataset": str(cfg.dataset.name), "epsilon": epsilon,
+              "seed": int(cfg.seed), "x": None, "series": str(cfg.method.name)}
+    if x:
+        values["x"] = OmegaConf.select(cfg, x.lstrip("+~"))
+    if series:
+        values["series"] = str(OmegaConf.select(cfg, series.lstrip("+~")))
+    return values
+
+
+def cell_frame(cells: Sequence[Any], configs: Sequence[DictConfig], runs: pd.DataFrame,
+               x: str | None = None, series: str | None = None) -> pd.DataFrame:
+    """One row per cell: its keys, status and (if run) the run's figures."""
+    rows = []
+    for order, (cell, cfg) in enumerate(zip(cells, configs)):
+        row = {"order": order, "group": group_label(cell.label), "config_hash": cell.config_hash,
+               "overrides": override_map(cell.overrides), "config": cfg, **cell_values(cfg, x, series), "status": NOT_RUN, "run_id": None, "artifact_uri": None,
+               **{name: math.nan for name in FIGURES}}
+        if cell.config_hash in runs.index:
+            run = runs.loc[cell.config_hash]
+            row["status"] = DATA_ABSENT if run["cell_status"] == "data_absent" else RUN
+            row.update(run_id=run["run_id"], artifact_uri=run["artifact_uri"])
+            if row["status"] == RUN:
+                row.update({k: run[k] for k in runs.columns if k in FIGURES or k.startswith("metrics.")})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _mean(values: pd.Series) -> float:
+    values = values.dropna()
+    return float(values.mean()) if len(values) else math.nan
+
+
+def _std(values: pd.Series) -> float:
+    values = values.dropna()
+    return float(values.std(ddof=1)) if len(values) > 1 else math.nan
+
+
+def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell group (a cell over its seeds): mean and sample std (ddof = 1) over the seeds
+    that finished; status ``run`` if any seed finished, else ``data absent`` if any was absent."""
+    groups = []
+    for _, cells in frame.groupby("group", sort=False):
+        done = cells[cells["status"] == RUN]
+        first = cells.iloc[0]
+        status = RUN if len(done) else (DATA_ABSENT if (cells["status"] == DATA_ABSENT).any() else NOT_RUN)
+        row = {k: first[k] for k in ("order", "group", "overrides", "config", "method", "dataset", "epsilon", "x", "series")}
+        row.update(status=status, seeds=len(done), planned_seeds=len(cells),
+                   run_ids=list(done["run_id"]), artifact_uris=list(done["artifact_uri"]))
+        for name in [c for c in frame.columns if c in FIGURES or c.startswith("metrics.")]:
+            row[name] = _mean(done[name]) if len(done) else math.nan
+        row["accuracy_std"] = _std(done["accuracy"]) if len(done) and "accuracy" in done else math.nan
+        groups.append(row)
+    return pd.DataFrame(groups).sort_values("order").reset_index(drop=True) if groups else pd.DataFrame()

@@ -1,0 +1,154 @@
+"""Figures: privacy–accuracy curves, hyper-parameter sensitivity plots and synthetic sample grids.
+
+Plots use matplotlib's object API (``Figure``, rendered by Agg; no pyplot state, no display) and
+are saved without a timestamp, so rendering twice writes the same bytes. Every plotted number is a
+run's figure or a papers.csv value.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import mlflow
+import pandas as pd
+from matplotlib.figure import Figure
+
+from dpsd.report.cells import RUN
+
+PNG_METADATA = {"Software": None}  # no version string: the same plot gives the same bytes
+
+
+def _numeric(values: pd.Series) -> bool:
+    try:
+        [float(v) for v in values if v is not None]
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _log_scale(xs: list[float]) -> bool:
+    positive = [x for x in xs if x is not None and x > 0 and math.isfinite(x)]
+    return len(positive) == len([x for x in xs if x is not None]) and len(positive) > 1 and max(positive) / min(positive) >= 20
+
+
+def deltas(groups: pd.DataFrame) -> str:
+    found = sorted({float(d) for d in groups.get("delta", pd.Series(dtype=float)).dropna()})
+    return ", ".join(f"{d:g}" for d in found) or "—"
+
+
+MARKERS = ("D", "s", "^", "v", "P", "X", "*", "h")
+
+
+def _panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool, teacher_line: bool,
+           reference: pd.DataFrame | None, reference_x: Callable[[pd.Series], float | None]) -> list[float]:
+    """One dataset's lines (one per series, error bars = sample std over seeds), the non-private
+    teacher dashed and the paper's numbers as hollow markers; returns the plotted x values."""
+    done = groups[(groups["status"] == RUN) & groups["x"].notna() & (groups["dataset"] == dataset)].copy()
+    if numeric:
+        done["x"] = done["x"].astype(float)
+    colors = {}
+    for series, points in done.groupby("series", sort=False):
+        points = points.sort_values("x") if numeric else points
+        errors = points["accuracy_std"].where(points["accuracy_std"].notna(), 0.0)
+        line = axes.errorbar(points["x"], points["accuracy"], yerr=errors, marker="o", capsize=3, label=str(series))
+        colors[series] = line.lines[0].get_color()
+    teacher = groups[(groups["dataset"] == dataset) & groups["teacher_accuracy"].notna()]["teacher_accuracy"]
+    if teacher_line and len(teacher):
+        axes.axhline(float(teacher.mean()), color="black", linestyle="--", linewidth=1, label="non-private teacher")
+    if reference is not None and numeric:
+        rows = reference[(reference["dataset"] == dataset) & reference["value_number"].notna()]
+        names = list(dict.fromkeys(rows["row"]))
+        for _, ref in rows.iterrows():
+            x = reference_x(ref)
+            if x is None or pd.isna(x):
+                continue
+            axes.plot([x], [ref["value_number"]], linestyle="none", markerfacecolor="none",
+                      marker=MARKERS[names.index(ref["row"]) % len(MARKERS)], color=colors.get(ref["method"], "gray"),
+                      label=f"paper: {ref['row']}")
+    if done.empty:
+        statuses = set(groups[groups["dataset"] == dataset]["status"])
+        axes.text(0.5, 0.5, "data absent" if statuses == {"data absent"} else "no finished runs",
+                  ha="center", va="center", transform=axes.transAxes)
+    handles, labels = axes.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    if unique:
+        axes.legend(unique.values(), unique.keys(), fontsize=7, loc="best")
+    axes.set_title(dataset, fontsize=9)
+    axes.grid(True, alpha=0.3)
+    return list(done["x"]) if numeric else []
+
+
+def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool) -> None:
+    """Both ledgers against the x key (log y): ε claimed dashed, ε rigorous solid; an infinite ε is
+    left out of the plot (the table shows it as ∞)."""
+    done = groups[(groups["status"] == RUN) & groups["x"].notna() & (groups["dataset"] == dataset)].copy()
+    if numeric:
+        done["x"] = done["x"].astype(float)
+    plotted = False
+    for series, points in done.groupby("series", sort=False):
+        points = points.sort_values("x") if numeric else points
+        for column, style, name in (("eps_claimed", "--", "ε claimed"), ("eps_rigorous", "-", "ε rigorous")):
+            finite = points[points[column].map(lambda v: v is not None and math.isfinite(v) and v > 0)]
+            if len(finite):
+                axes.plot(finite["x"], finite[column], linestyle=style, marker="o", label=f"{series}: {name}")
+                plotted = True
+    if plotted:
+        axes.set_yscale("log")
+        axes.legend(fontsize=7, loc="best")
+    else:
+        axes.text(0.5, 0.5, "no finite ε", ha="center", va="center", transform=axes.transAxes)
+    axes.set_ylabel("ε")
+    axes.grid(True, alpha=0.3)
+
+
+def line_plot(groups: pd.DataFrame, x_label: str, title: str, caption: str, path: Path,
+              reference: pd.DataFrame | None = None, reference_x: Callable[[pd.Series], float | None] | None = None,
+              log_x: bool | None = None, teacher_line: bool = True, privacy_panel: bool = False) -> Path:
+    """Accuracy against the x key, one panel per dataset (see :func:`_panel`), and with
+    ``privacy_panel`` both ε ledgers below each. ``reference_x`` places a paper row on the x axis
+    (None: not plotted). ``log_x=None`` chooses a log axis when the x values span more than a
+    factor of 20."""
+    numeric = _numeric(groups["x"].dropna())
+    datasets = list(dict.fromkeys(groups["dataset"]))
+    columns = min(len(datasets), 3)
+    rows = math.ceil(len(datasets) / columns) * (2 if privacy_panel else 1)
+    height = 3.6 * rows + 0.6
+    figure = Figure(figsize=(4.6 * columns, height), dpi=100)
+    xs = []
+    for index, dataset in enumerate(datasets):
+        row, column = divmod(index, columns)
+        first_row = 2 * row if privacy_panel else row
+        axes = figure.add_subplot(rows, columns, first_row * columns + column + 1)
+        xs += _panel(axes, groups, dataset, numeric, teacher_line, reference, reference_x or (lambda ref: None))
+        axes.set_xlabel(x_label)
+        axes.set_ylabel("student test accuracy (%)")
+        if privacy_panel:
+            below = figure.add_subplot(rows, columns, (first_row + 1) * columns + column + 1, sharex=axes)
+            _privacy_panel(below, groups, dataset, numeric)
+            below.set_xlabel(x_label)
+    if numeric and (log_x if log_x is not None else _log_scale(xs)):
+        for axes in figure.axes:
+            axes.set_xscale("log")
+    figure.suptitle(title, fontsize=10)
+    figure.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
+    figure.tight_layout(rect=(0, 0.5 / height, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", metadata=PNG_METADATA)
+    return path
+
+
+def copy_sample_grid(artifact_uri: str, tracking_uri: str, path: Path) -> Path | None:
+    """Copy a run's ``samples.png`` artifact to ``path``; None when the run logged none."""
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = mlflow.artifacts.download_artifacts(artifact_uri=f"{artifact_uri}/samples.png", dst_path=tmp,
+                                                        tracking_uri=tracking_uri)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(local, path)
+    except (OSError, mlflow.exceptions.MlflowException):
+        return None
+    return path

@@ -1,0 +1,126 @@
+"""``dpsd report``: every spec's table and figures from the runs, into ``reports/`` (``--out``).
+
+Per spec ``sweeps/<name>.yaml`` (SWEEP_SCHEMA), whatever ``feeds.kind`` is:
+``tables/<name>.{md,tex,html}`` (reported / reproduced / difference, both ε ledgers); kind ``curve``
+adds ``figures/<name>.png`` (ε on a log x axis, the non-private teacher dashed, the paper's numbers
+as hollow markers), kind ``sensitivity`` the same against ``feeds.x`` (β, σ, k, T, ...) with both
+ε ledgers in a panel below, kind
+``samples`` the runs' ``samples.png`` grids under ``samples/<name>/``. ``index.html`` shows them all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+from omegaconf import DictConfig
+
+from dpsd.config import compose, resolve_paths
+from dpsd.report import figures, formats, site
+from dpsd.report.cells import RUN, cell_frame, group_frame
+from dpsd.report.reference import load_reference, rows_for_table
+from dpsd.report.runs import load_runs
+from dpsd.report.tables import SCALE_LINES, paper_table, switches
+from dpsd.sweep import Spec, expand_cells, load_spec
+from dpsd.tracking import tracking_uri
+
+DEFAULT_SPECS = Path("sweeps")
+DEFAULT_REFERENCE = Path("results/reference/papers.csv")
+DEFAULT_OUT = Path("reports")
+KINDS = ("table", "curve", "sensitivity", "samples")
+
+
+def spec_paths(specs_dir: Path = DEFAULT_SPECS, only: Sequence[str] = ()) -> list[Path]:
+    """The spec files to render, by name order; ``only`` names specs by stem or path."""
+    if only:
+        return [Path(name) if name.endswith((".yaml", ".yml")) else Path(specs_dir) / f"{name}.yaml" for name in only]
+    return sorted(Path(specs_dir).glob("*.yaml"))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _summary(groups) -> str:
+    counts = Counter(groups["status"]) if len(groups) else Counter()
+    return ", ".join(f"{counts.get(s, 0)} {s}" for s in (RUN, "not run", "data absent")) + " (cells, seeds pooled)"
+
+
+def _reference_x(kind: str, x_key: str):
+    """Where a paper row sits on a figure's x axis: its ε on a curve; on a sensitivity plot, the value
+    its ``switch:`` note gives the x key (rows without one are not plotted)."""
+    if kind == "curve":
+        return lambda ref: ref["epsilon_value"]
+
+    def from_switch(ref):
+        value = switches(ref["note"]).get(x_key.lstrip("+~"))
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
+    return from_switch
+
+
+def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, reference, out: Path,
+                uri: str) -> site.Section:
+    """One spec's table, figure and sample grids; returns its part of the index."""
+    feeds = dict(spec.feeds)
+    kind = feeds.get("kind", "table")
+    cells = expand_cells(spec, scale, list(overrides))
+    frame = cell_frame(cells, [cell.compose() for cell in cells], runs, x=feeds.get("x"), series=feeds.get("series"))
+    groups = group_frame(frame)
+    # `reference: none`: the paper prints no numbers for this study (the id only names the figure)
+    refs = rows_for_table(reference, str(feeds.get("id", spec.name)) if feeds.get("reference") != "none" else "")
+    table = paper_table(spec.name, feeds, scale, groups, refs)
+    for suffix, text in (("md", formats.to_markdown(table)), ("tex", formats.to_latex(table)),
+                         ("html", site.page(formats.caption(table), formats.to_html(table)))):
+        _write(out / "tables" / f"{spec.name}.{suffix}", text)
+    section = site.Section(name=spec.name, heading=f"{spec.name} ({', '.join(filter(None, (kind, spec.paper)))})",
+                           summary=_summary(groups), table_html=formats.to_html(table),
+                           links=[(f"tables/{spec.name}.{s}", s.upper()) for s in ("md", "tex", "html")])
+    caption = f"{formats.caption(table)}. δ = {figures.deltas(groups)}; {table.scale_line}."
+    if kind in ("curve", "sensitivity") and len(groups):
+        x_key = str(feeds.get("x", "privacy.epsilon"))
+        x_label = f"ε (target, {x_key})" if kind == "curve" else x_key
+        png = figures.line_plot(groups, x_label, formats.caption(table), caption, out / "figures" / f"{spec.name}.png",
+                                reference=refs, reference_x=_reference_x(kind, x_key),
+                                log_x=True if kind == "curve" else None, privacy_panel=kind == "sensitivity")
+        section.figures.append((png.relative_to(out).as_posix(), caption))
+        section.links.append((png.relative_to(out).as_posix(), "PNG"))
+    if kind == "samples":
+        for _, group in groups[groups["status"] == RUN].iterrows():
+            label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
+            target = out / "samples" / spec.name / f"{_slug(label)}.png"
+            if figures.copy_sample_grid(group["artifact_uris"][0], uri, target):
+                section.figures.append((target.relative_to(out).as_posix(),
+                                        f"{label}: synthetic samples of the first seed's run ({table.scale_line})"))
+    return section
+
+
+def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
+                  reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT) -> Path:
+    """Render every spec in ``specs`` for ``scale`` and write ``out/index.html``; returns its path.
+
+    ``overrides`` are those the sweeps ran with (they decide the cells' config hashes and where the
+    MLflow store is: ``results_dir``, ``tracking.uri``, ``tracking.experiment``).
+    """
+    loaded = [load_spec(path) for path in specs]  # a bad spec name stops before anything is composed
+    cfg: DictConfig = resolve_paths(compose(list(overrides)))
+    uri = tracking_uri(cfg)
+    runs = load_runs(uri, str(cfg.tracking.experiment))
+    reference = load_reference(Path(reference_csv))
+    out = Path(out)
+    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri) for spec in loaded]
+    intro = [f"Scale: {scale} — {SCALE_LINES.get(scale, scale)}.",
+             f"Reproduced numbers: MLflow runs in {uri} (experiment {cfg.tracking.experiment!r}); reported numbers: "
+             f"{reference_csv}. No number on this page is typed by hand."]
+    return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections))

@@ -1,0 +1,183 @@
+"""Paper tables: the reported number (papers.csv) beside the reproduced one (the runs).
+
+Rows follow the paper: every reference row of the table, in the CSV's order, joined to the spec's
+cell groups on (method, dataset, epsilon) (SWEEP_SCHEMA); cell groups the paper has no row for
+follow. Each row shows reported / reproduced / difference, both epsilon ledgers, delta and the
+number of seeds. A cell with no run shows "—", one whose data files are absent "data absent".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from omegaconf import OmegaConf
+
+from dpsd.report.cells import DATA_ABSENT, NOT_RUN
+
+DASH = "—"
+NO_METHOD = "n/a"
+_SWITCH = re.compile(r"(?:^|;)\s*switch:\s*([^;]*)")
+COLUMNS = ("Row", "Cell", "Dataset", "ε (target)", "Reported", "Reproduced", "Difference",
+           "ε claimed", "ε rigorous", "δ", "Seeds")
+SCALE_LINES = {
+    "smoke": "smoke scale: not comparable to the paper's hyper-parameters",
+    "paper": "paper scale: the papers' hyper-parameters",
+}
+
+
+@dataclass
+class PaperTable:
+    """A rendered table's content: every cell already a string, plus its caption lines."""
+
+    name: str              # the spec's name: file stem of every output
+    table_id: str          # the paper's table (papers.csv `table`)
+    title: str
+    scale_line: str
+    body: pd.DataFrame     # COLUMNS, strings
+    notes: list[str] = field(default_factory=list)  # footnotes: the reference rows' sources and notes
+
+
+def fmt_number(value: float, digits: int = 2) -> str:
+    return DASH if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def fmt_eps(value: float | None) -> str:
+    """Epsilons with four significant digits; infinite is ∞ (no privacy guarantee)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return DASH
+    return "∞" if math.isinf(value) else f"{value:.4g}"
+
+
+def missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt_target(value: float | None, absent: str) -> str:
+    """A target epsilon; ``absent`` for none (∞ for a non-private cell, — for a row that states none)."""
+    return absent if missing(value) else f"{value:g}"
+
+
+def reproduced_text(group: pd.Series, metric: str) -> str:
+    """Mean ± sample std over the seeds that finished (the std only with several seeds)."""
+    if group["status"] == DATA_ABSENT:
+        return "data absent"
+    if group["status"] == NOT_RUN:
+        return DASH
+    mean = reproduced_value(group, metric)
+    if math.isnan(mean):
+        return DASH
+    std = group.get("accuracy_std", math.nan) if metric == "accuracy" else math.nan
+    return fmt_number(mean) if math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
+
+
+def reproduced_value(group: pd.Series, metric: str) -> float:
+    """The run figure a reference metric compares with: ``accuracy`` is the student's test accuracy
+    in percent; any other metric name is looked up among the run's metrics as logged."""
+    if group is None or group["status"] != "run":
+        return math.nan
+    column = "accuracy" if metric in ("", "accuracy") else f"metrics.{metric}"
+    value = group.get(column, math.nan)
+    return math.nan if value is None else float(value)
+
+
+def switches(note: str) -> dict[str, str]:
+    """The overrides a reference row's note names after ``switch:`` (H6's convention: rows that differ
+    only by a switch, e.g. ``switch: privacy=data``)."""
+    found = _SWITCH.search(note or "")
+    return dict(item.split("=", 1) for item in found.group(1).split() if "=" in item) if found else {}
+
+
+def _same_value(a: object, b: str) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    except (TypeError, ValueError):
+        return str(a) == b
+
+
+def has_switches(group: pd.Series, wanted: dict[str, str]) -> bool:
+    """Whether a cell group was run with the switches: its override for the key, else its resolved
+    config's value; a key it neither overrides nor resolves to a scalar (a config group left at its
+    default) does not exclude it."""
+    for key, value in wanted.items():
+        if key in group["overrides"]:
+            if not _same_value(group["overrides"][key], value):
+                return False
+            continue
+        resolved = OmegaConf.select(group["config"], key, default=None)
+        if resolved is not None and not OmegaConf.is_config(resolved) and not _same_value(resolved, value):
+            return False
+    return True
+
+
+def matching_groups(ref: pd.Series, groups: pd.DataFrame) -> pd.DataFrame:
+    """Cell groups a reference row compares with: same method, dataset and target epsilon, and the
+    row's switches (see :func:`switches`). A row without epsilon (non-private) takes the groups
+    without one, or else the only group of that method and dataset."""
+    if groups.empty or not ref["method"]:
+        return groups.iloc[0:0]
+    same = groups[(groups["method"] == ref["method"]) & (groups["dataset"] == ref["dataset"])]
+    wanted = switches(ref["note"])
+    if wanted and len(same):
+        same = same[[has_switches(group, wanted) for _, group in same.iterrows()]]
+    target = ref["epsilon_value"]
+    if missing(target):
+        private_free = same[same["epsilon"].isna()]
+        return private_free if len(private_free) or len(same) != 1 else same
+    return same[same["epsilon"].map(lambda e: not missing(e) and math.isclose(e, target, rel_tol=1e-9))]
+
+
+def _delta(ref: pd.Series | None, group: pd.Series | None) -> str:
+    """The runs' δ (the rigorous ledger's), else the paper's."""
+    if group is not None and not math.isnan(group["delta"]):
+        return f"{group['delta']:g}"
+    return ref["delta"] if ref is not None and ref["delta"] else DASH
+
+
+def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str, str]:
+    metric = ref["metric"] if ref is not None else "accuracy"
+    reported = ref["value_number"] if ref is not None else math.nan
+    reproduced = reproduced_value(group, metric) if group is not None else math.nan
+    difference = reproduced - reported
+    name = ref["row"] if ref is not None else group["method"]
+    unit = "" if metric in ("", "accuracy") else f" ({metric})"
+    return {
+        "Row": f"{name}{unit}{note}",
+        "Cell": (group["group"] or "base") if group is not None else DASH,
+        "Dataset": (ref["dataset"] if ref is not None else group["dataset"]) or DASH,
+        "ε (target)": fmt_target(group["epsilon"], "∞") if group is not None else fmt_target(ref["epsilon_value"], DASH),
+        "Reported": ref["value"] if ref is not None and ref["value"] else DASH,
+        "Reproduced": reproduced_text(group, metric) if group is not None else (DASH if ref["method"] else NO_METHOD),
+        "Difference": DASH if math.isnan(difference) else f"{difference:+.2f}",
+        "ε claimed": fmt_eps(group["eps_claimed"]) if group is not None else DASH,
+        "ε rigorous": fmt_eps(group["eps_rigorous"]) if group is not None else DASH,
+        "δ": _delta(ref, group),
+        "Seeds": f"{group['seeds']}/{group['planned_seeds']}" if group is not None else DASH,
+    }
+
+
+def paper_table(name: str, feeds: dict, scale: str, groups: pd.DataFrame, reference: pd.DataFrame) -> PaperTable:
+    """Join the reference rows of ``feeds['id']`` to the spec's cell groups."""
+    rows, notes, matched = [], [], set()
+    for _, ref in reference.iterrows():
+        mark = ""
+        text = "; ".join(part for part in (ref["source"], ref["note"]) if part)
+        if text:
+            if text not in notes:
+                notes.append(text)
+            mark = f" [{notes.index(text) + 1}]"
+        candidates = matching_groups(ref, groups)
+        matched.update(candidates.index)
+        if candidates.empty:
+            rows.append(_row(ref, None, mark))
+        for _, group in candidates.iterrows():
+            rows.append(_row(ref, group, mark))
+    for index, group in groups.iterrows():
+        if index not in matched:
+            rows.append(_row(None, group, ""))
+    body = pd.DataFrame(rows, columns=list(COLUMNS))
+    return PaperTable(name=name, table_id=str(feeds.get("id", name)), title=str(feeds.get("title", "")),
+                      scale_line=SCALE_LINES.get(scale, f"{scale} scale"), body=body, notes=notes)

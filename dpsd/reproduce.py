@@ -1,0 +1,28 @@
+"""``dpsd reproduce``: run every sweep spec (whatever is missing), then render the report.
+
+Cells whose config hash already has a finished run are skipped by the sweep itself, so a second
+``dpsd reproduce`` runs nothing new and renders the same report. ``--dry-run`` runs nothing: it lists
+each spec's cells that would run and those already done.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from dpsd.report import render_report, spec_paths
+from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
+from dpsd.sweep import run_sweep
+
+
+def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = False,
+              overrides: Sequence[str] = (), specs_dir: Path = DEFAULT_SPECS,
+              reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
+              address: str | None = None) -> dict[str, Any]:
+    """The sweeps of ``only`` (default: every spec in ``specs_dir``) at ``scale``, then the report
+    over the same specs; returns the sweeps' summaries and the index path (None on a dry run)."""
+    paths = spec_paths(specs_dir, only)
+    summaries = [run_sweep(path, scale=scale, overrides=list(overrides), address=address, dry_run=dry_run)
+                 for path in paths]
+    index = None if dry_run else render_report(paths, scale, overrides, reference_csv, out)
+    return {"sweeps": summaries, "index": index}

@@ -1,0 +1,236 @@
+"""`dpsd report` and `dpsd reproduce`: tables, curves and index.html from real tiny digits runs.
+
+The module fixture runs four real DPSD cells (digits, 2 iterations, ε ∈ {1, 10}, seeds 0 and 1)
+through ``run_experiment`` and tags them as a sweep trial would (SWEEP_SCHEMA); a fifth cell
+(ε = 100) is left unrun and a sixth (MNIST) is recorded as ``data_absent``. The reference numbers
+come from a tiny CSV written here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+
+import mlflow
+import pytest
+from PIL import Image
+
+from dpsd.cli import main
+from dpsd.experiment import run_experiment
+from dpsd.report import render_report
+from dpsd.report.runs import load_runs
+from dpsd.sweep import expand_cells, load_spec
+
+TINY = ["device=cpu", "method.iterations=2", "method.batch_size=16", "model.teacher.recipe.steps=30"]
+SPEC = """
+name: tiny_curve
+paper: dpsd
+feeds: {kind: curve, id: "Tiny Table", title: "DPSD on digits", x: privacy.epsilon}
+base: [method=dpsd, privacy=label]
+grid:
+  privacy.epsilon: [1, 10, 100]
+cells:
+  - [dataset=mnist, privacy.epsilon=1]
+seeds: [0, 1]
+smoke: [%s]
+""" % ", ".join(TINY)
+SAMPLES_SPEC = """
+name: tiny_samples
+feeds: {kind: samples, id: "Tiny Fig", title: "synthetic digits"}
+base: [method=dpsd, privacy=label, privacy.epsilon=10]
+smoke: [%s]
+""" % ", ".join(TINY)
+SENSITIVITY_SPEC = """
+name: tiny_sensitivity
+feeds: {kind: sensitivity, id: "Tiny Fig", reference: none, title: "per-query epsilon", x: privacy.query_epsilon}
+base: [method=dpsd, privacy=label]
+grid:
+  privacy.epsilon: [1, 10]
+seeds: [0, 1]
+smoke: [%s]
+""" % ", ".join(TINY)
+REFERENCE = '''paper,table,row,method,dataset,architecture,epsilon,delta,metric,value,source,note
+dpsd,Tiny Table,DPSD (label),dpsd,digits,,1,1e-05,accuracy,97.62,"paper.txt:1 ""Our DPSD""",switch: privacy=label
+dpsd,Tiny Table,DPSD (label),dpsd,digits,,10,1e-05,accuracy,98.40,paper.txt:2,
+dpsd,Tiny Table,DPSD (data),dpsd,digits,,10,1e-05,accuracy,91.50,paper.txt:3,switch: privacy=data
+dpsd,Tiny Table,DP-GAN,,digits,,1,1e-05,accuracy,40.36,paper.txt:4,
+dpsd,Tiny Table,DPSD (label),dpsd,mnist,,1,1e-05,accuracy,96.00,paper.txt:5,
+dpsd,Other Table,DPSD (label),dpsd,digits,,1,1e-05,accuracy,11.11,paper.txt:6,
+'''
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """Specs, reference CSV and an MLflow store with four finished cells and one data-absent cell."""
+    root = tmp_path_factory.mktemp("report")
+    (root / "sweeps").mkdir()
+    (root / "sweeps" / "tiny_curve.yaml").write_text(SPEC)
+    (root / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)  # their cells are tiny_curve cells
+    (root / "sweeps" / "tiny_sensitivity.yaml").write_text(SENSITIVITY_SPEC)
+    (root / "papers.csv").write_text(REFERENCE)
+    overrides = [f"results_dir={root / 'results'}"]
+    cells = expand_cells(load_spec(root / "sweeps" / "tiny_curve.yaml"), "smoke", overrides)
+    accuracy, run_ids = {}, {}
+    for cell in cells:
+        if cell.dataset != "digits" or "privacy.epsilon=100" in cell.label:
+            continue
+        summary = run_experiment(cell.compose(), show_progress=False)
+        client = mlflow.MlflowClient(summary["tracking_uri"])
+        tags = {"sweep": cell.spec, "cell": cell.label, "config_hash": cell.config_hash, "cell_status": "done"}
+        for key, value in tags.items():
+            client.set_tag(summary["run_id"], key, value)
+        accuracy[cell.label] = 100 * summary["metrics"]["student_test_accuracy"]
+        run_ids[cell.label] = summary["run_id"]
+    absent = next(c for c in cells if c.dataset == "mnist" and c.label.endswith("seed=0"))
+    experiment = client.get_experiment_by_name("dpsd")
+    run = client.create_run(experiment.experiment_id, tags={"sweep": absent.spec, "cell": absent.label,
+                                                            "config_hash": absent.config_hash,
+                                                            "cell_status": "data_absent"})
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return {"root": root, "overrides": overrides, "accuracy": accuracy, "uri": summary["tracking_uri"],
+            "run_ids": run_ids}
+
+
+def render(study, out_name):
+    root = study["root"]
+    return render_report(sorted((root / "sweeps").glob("*.yaml")), "smoke", study["overrides"],
+                         root / "papers.csv", root / out_name)
+
+
+@pytest.fixture(scope="module")
+def report(study):
+    """The report rendered once (``index.html``'s folder)."""
+    return render(study, "reports").parent
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    lines = [line for line in markdown.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
+
+
+def test_runs_are_read_by_config_hash_with_percent_accuracy_and_both_ledgers(study):
+    runs = load_runs(study["uri"], "dpsd")
+    assert len(runs) == 5
+    done = runs[runs["cell_status"] == "done"]
+    assert sorted(done["accuracy"].round(6)) == sorted(round(a, 6) for a in study["accuracy"].values())
+    assert (done["eps_claimed"].isin([1.0, 10.0])).all()
+    assert (done["eps_rigorous"] > done["eps_claimed"]).all()
+    assert (runs["cell_status"] == "data_absent").sum() == 1
+
+
+def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_runs(study, report):
+    markdown = (report / "tables" / "tiny_curve.md").read_text()
+    assert "smoke scale: not comparable to the paper's hyper-parameters" in markdown
+    header, *rows = table_rows(markdown)
+    by_row = {(r[header.index("Row")], r[header.index("Dataset")], r[header.index("ε (target)")]): dict(zip(header, r))
+              for r in rows}
+    acc = study["accuracy"]
+    for eps, reported in (("1", 97.62), ("10", 98.40)):
+        key = next(k for k in by_row if k[0].startswith("DPSD (label)") and k[1] == "digits" and k[2] == eps)
+        row = by_row[key]
+        seeds = [acc[f"privacy.epsilon={eps} seed={s}"] for s in (0, 1)]
+        mean, std = sum(seeds) / 2, abs(seeds[0] - seeds[1]) / math.sqrt(2)
+        assert row["Reported"] == f"{reported:.2f}"
+        assert row["Reproduced"] == f"{mean:.2f} ± {std:.2f}"
+        assert row["Difference"] == f"{mean - reported:+.2f}"
+        assert row["ε claimed"] == eps and row["Seeds"] == "2/2"
+        assert float(row["ε rigorous"]) > float(eps)
+        assert row["δ"] == "1e-05"
+    data_row = next(v for k, v in by_row.items() if k[0].startswith("DPSD (data)"))
+    assert data_row["Reproduced"] == "—"  # the label cells do not stand in for the data-sensitive row
+    assert next(v for k, v in by_row.items() if k[0].startswith("DP-GAN"))["Reproduced"] == "n/a"
+    assert next(v for k, v in by_row.items() if k[1] == "mnist")["Reproduced"] == "data absent"
+    unrun = next(v for k, v in by_row.items() if k[2] == "100")
+    assert unrun["Reproduced"] == "—" and unrun["Reported"] == "—" and unrun["Seeds"] == "0/2"
+    assert "11.11" not in markdown  # another table's row
+    assert 'paper.txt:1 "Our DPSD"; switch: privacy=label' in markdown
+
+
+def test_latex_and_html_carry_the_same_numbers(report):
+    tables = report / "tables"
+    latex = (tables / "tiny_curve.tex").read_text()
+    page = (tables / "tiny_curve.html").read_text()
+    reproduced = [r[5] for r in table_rows((tables / "tiny_curve.md").read_text())[1:] if "±" in r[5]]
+    assert len(reproduced) == 2
+    for text in reproduced:
+        assert text.replace("±", r"$\pm$") in latex and text in page
+    assert r"\begin{tabular}" in latex and r"\toprule" in latex and "98.40" in latex and "98.40" in page
+
+
+def test_curve_png_is_written_and_the_report_command_renders_identical_files_again(study, report, capsys):
+    png = report / "figures" / "tiny_curve.png"
+    with Image.open(png) as image:
+        assert image.size[0] > 100 and len(set(image.convert("L").getdata())) > 10  # a plot, not a blank
+    with Image.open(report / "figures" / "tiny_sensitivity.png") as image:
+        assert image.size[1] > 700  # accuracy above, both ε ledgers below
+    root, again = study["root"], study["root"] / "again"
+    assert main(["report", "--specs", str(root / "sweeps"), "--reference", str(root / "papers.csv"),
+                 "--out", str(again), *study["overrides"]]) == 0
+    assert str(again / "index.html") in capsys.readouterr().out
+    names = sorted(p.relative_to(report) for p in report.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    for name in names:
+        assert (report / name).read_bytes() == (again / name).read_bytes(), name
+
+
+def test_index_links_every_table_format_and_figure(report):
+    index = (report / "index.html").read_text()
+    for href in ("tables/tiny_curve.md", "tables/tiny_curve.tex", "tables/tiny_curve.html", "figures/tiny_curve.png"):
+        assert f'href="{href}"' in index, href
+    assert 'src="figures/tiny_curve.png"' in index and '<table id="T_tiny_curve"' in index
+    assert 'href="tables/tiny_samples.md"' in index and '<table id="T_tiny_samples"' in index
+
+
+def test_sample_grid_is_the_runs_samples_artifact(study, report):
+    grid = report / "samples" / "tiny_samples" / "base.png"
+    assert f'src="samples/tiny_samples/{grid.name}"' in (report / "index.html").read_text()
+    artifact = mlflow.artifacts.download_artifacts(run_id=study["run_ids"]["privacy.epsilon=10 seed=0"],
+                                                   artifact_path="samples.png", tracking_uri=study["uri"])
+    assert grid.read_bytes() == open(artifact, "rb").read()
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y chromium)")
+def test_index_renders_in_headless_chromium_with_its_tables_and_figures(study, report):
+    index = report / "index.html"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files",
+             "--virtual-time-budget=5000", "--hide-scrollbars"]
+    dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", index.as_uri()], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    assert dom.count("<table") == 3 and "DPSD (label)" in dom and "synthetic digits" in dom
+    loaded = re.search(r'data-images-loaded="(\d+)"', dom)
+    total = re.search(r'data-images-total="(\d+)"', dom)
+    assert total and int(total.group(1)) == 3 and loaded and loaded.group(1) == total.group(1)
+    shot = study["root"] / "screenshot.png"
+    subprocess.run([CHROMIUM, *flags, "--window-size=1280,2000", f"--screenshot={shot}", index.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    with Image.open(shot) as image:
+        assert image.size == (1280, 2000)
+        assert len(set(image.convert("L").getdata())) > 20  # text, table rules and the plot, not a blank page
+
+
+@pytest.mark.slow
+def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing(tmp_path, capsys):
+    """The real path: ``dpsd reproduce`` -> Ray Tune sweep (dpsd/sweep.py) -> MLflow -> report."""
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)
+    (tmp_path / "papers.csv").write_text(REFERENCE)
+    args = ["--specs", str(tmp_path / "sweeps"), "--reference", str(tmp_path / "papers.csv"),
+            "--out", str(tmp_path / "reports"), f"results_dir={tmp_path / 'results'}"]
+    assert main(["reproduce", "--dry-run", *args]) == 0
+    assert "to run: 1" in capsys.readouterr().out and not (tmp_path / "reports").exists()
+    assert main(["reproduce", *args]) == 0
+    assert "ran: 1" in capsys.readouterr().out
+    first = (tmp_path / "reports" / "tables" / "tiny_samples.md").read_text()
+    reproduced = table_rows(first)[1][5]
+    runs = load_runs(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}", "dpsd")
+    assert reproduced == f"{runs['accuracy'].iloc[0]:.2f}" and len(runs) == 1
+    assert (tmp_path / "reports" / "samples" / "tiny_samples" / "base.png").is_file()
+    assert main(["reproduce", *args]) == 0
+    printed = capsys.readouterr().out
+    assert "done (a FINISHED run exists): 1" in printed and "ran:" not in printed
+    assert (tmp_path / "reports" / "tables" / "tiny_samples.md").read_text() == first

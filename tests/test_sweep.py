@@ -1,0 +1,260 @@
+"""Sweeps: spec expansion and config hashes, dry runs, and (slow: Ray and MLflow servers start up)
+a sweep killed part-way and resumed, a two-spec sweep against an `mlflow server` on loopback and
+one against a two-node Ray cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from dpsd.config import compose
+from dpsd.errors import ConfigError
+from dpsd.sweep import (DATA_ABSENT, DONE, config_hash, expand_cells, load_spec, recorded_hashes, run_sweep,
+                        split_scale)
+
+TINY = ["device=cpu", "model.teacher.recipe.steps=30", "method.iterations=2", "method.batch_size=16"]
+
+
+def write_spec(folder: Path, name: str, **fields) -> Path:
+    spec = {"name": name, "paper": "dpsd", "feeds": {"kind": "table", "id": f"test {name}"},
+            "base": ["method=dpsd", "privacy=label", *TINY], **fields}
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def finished_runs(uri: str) -> list:
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("dpsd")
+    if experiment is None:
+        return []
+    return client.search_runs([experiment.experiment_id], "tags.cell_status = 'done' and attributes.status = 'FINISHED'")
+
+
+def sqlite_uri(results: Path) -> str:
+    return f"sqlite:///{results / 'mlflow.db'}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Fast: specs, cells, hashes, dry runs
+
+
+def test_expand_cells_grid_explicit_seeds_and_smoke(tmp_path):
+    path = write_spec(tmp_path, "grid", grid={"privacy.epsilon": [1, 10], "privacy.k": [3, 5]},
+                      cells=[["method=dpsd_t", "privacy.epsilon=2"]], seeds=[0, 1],
+                      smoke=["method.iterations=7", "method.batch_size=8"])
+    cells = expand_cells(path, "smoke", ["method.batch_size=4"])
+    assert [c.label for c in cells[:3]] == ["privacy.epsilon=1 privacy.k=3 seed=0",
+                                            "privacy.epsilon=1 privacy.k=3 seed=1",
+                                            "privacy.epsilon=1 privacy.k=5 seed=0"]
+    assert len(cells) == (2 * 2 + 1) * 2
+    assert cells[-1].label == "method=dpsd_t privacy.epsilon=2 seed=1" and cells[-1].method == "dpsd_t"
+    cfg = cells[-1].compose()
+    # smoke overrides apply under scale=smoke, the command line's overrides win over everything
+    assert (cfg.method.iterations, cfg.method.batch_size, cfg.seed, cfg.privacy.epsilon) == (7, 4, 1, 2)
+    assert len({c.config_hash for c in cells}) == len(cells)
+    paper = expand_cells(path, "paper", [])
+    assert paper[0].compose().method.iterations == 2  # the base's, not smoke's; scale=paper is set
+    assert paper[0].compose().scale.name == "paper" and paper[0].config_hash != cells[0].config_hash
+
+
+def test_config_hash_ignores_where_not_what(tmp_path):
+    base = compose(["privacy.epsilon=1"])
+    moved = compose(["privacy.epsilon=1", f"results_dir={tmp_path}", "data.root=/elsewhere", "tracking=none",
+                     "tracking.uri=http://127.0.0.1:1"])
+    assert config_hash(base) == config_hash(moved)
+    assert len(config_hash(base)) == 16
+    assert config_hash(compose(["privacy.epsilon=2"])) != config_hash(base)
+    assert config_hash(compose(["privacy.epsilon=1", "seed=1"])) != config_hash(base)
+
+
+def test_bad_specs_and_scales_are_one_line_errors(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"name": "bad", "grdi": {"privacy.epsilon": [1]}}))
+    with pytest.raises(ConfigError, match="unknown key.*grdi"):
+        load_spec(path)
+    with pytest.raises(ConfigError, match="no sweep spec"):
+        load_spec(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="scale must be one of smoke, paper"):
+        split_scale(["scale=huge"])
+    assert split_scale(["scale=paper", "seed=3"]) == ("paper", ["seed=3"])
+    path = write_spec(tmp_path, "typo", grid={"dataset": ["mnsit"]})
+    with pytest.raises(ConfigError, match="cell dataset=mnsit seed=0: unknown dataset 'mnsit'"):
+        expand_cells(path)
+
+
+def test_dry_run_lists_done_to_run_and_data_absent(tmp_path):
+    """A cell with a FINISHED done run is listed as done, one whose files are missing as data absent,
+    the rest as to run; a dry run starts no trial and records nothing."""
+    results = tmp_path / "results"
+    path = write_spec(tmp_path, "dry", grid={"privacy.epsilon": [1, 10]},
+                      cells=[["dataset=mnist", f"data.root={tmp_path / 'no-data'}"]])
+    overrides = [f"results_dir={results}"]
+    cells = expand_cells(path, "smoke", overrides)
+    results.mkdir()
+    client = MlflowClient(sqlite_uri(results))
+    experiment = client.create_experiment("dpsd", artifact_location=(results / "mlartifacts").as_uri())
+    run = client.create_run(experiment, tags={"sweep": "dry", "cell": cells[0].label,
+                                              "config_hash": cells[0].config_hash, "cell_status": DONE})
+    client.set_terminated(run.info.run_id, "FINISHED")
+    stale = client.create_run(experiment, tags={"config_hash": cells[1].config_hash, "cell_status": DONE})
+    client.set_terminated(stale.info.run_id, "KILLED")  # an interrupted run is not done
+
+    summary = run_sweep(path, "smoke", overrides, dry_run=True)
+    assert summary["done"] == ["privacy.epsilon=1 seed=0"]
+    assert summary["to_run"] == ["privacy.epsilon=10 seed=0"]
+    assert summary["data_absent"] == [f"dataset=mnist data.root={tmp_path / 'no-data'} seed=0"]
+    assert summary["ran"] == [] and summary["failed"] == []
+    assert [c["status"] for c in summary["cells"]] == ["done", "to_run", "data_absent"]
+    assert len(client.search_runs([experiment])) == 2  # nothing recorded
+    assert not (results / "ray").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Slow: real sweeps (each starts Ray; on a loaded 2-core machine minutes, not seconds)
+
+
+def _cell_runs(uri: str) -> Counter:
+    return Counter(run.data.tags["config_hash"] for run in finished_runs(uri))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_killed_sweep_resumes_without_rerunning_or_losing_cells(tmp_path):
+    results = tmp_path / "results"
+    path = write_spec(tmp_path, "killme", grid={"privacy.epsilon": [1, 2, 5, 10]})
+    overrides = [f"results_dir={results}"]
+    hashes = {c.config_hash for c in expand_cells(path, "smoke", overrides)}
+    uri = sqlite_uri(results)
+    results.mkdir()  # the store exists before the driver starts, so polling it never races its creation
+    MlflowClient(uri).create_experiment("dpsd", artifact_location=(results / "mlartifacts").as_uri())
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    driver = subprocess.Popen([sys.executable, "-m", "dpsd.cli", "sweep", str(path), *overrides],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                              start_new_session=True)
+    try:
+        deadline = time.time() + 900
+        while time.time() < deadline and driver.poll() is None:
+            if finished_runs(uri):
+                break
+            time.sleep(0.5)
+        assert driver.poll() is None, "the sweep ended before it could be killed"
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver, and whatever it started in its session
+        driver.wait()
+    before = {run.data.tags["config_hash"]: run.info.run_id for run in finished_runs(uri)}
+    assert 1 <= len(before) < len(hashes), "kill the sweep part-way"
+    assert list((results / "ray").glob("killme-smoke.current")), "the killed driver left its experiment"
+
+    summary = run_sweep(path, "smoke", overrides)
+    assert summary["restored"], "the killed driver's experiment is resumed with Tuner.restore"
+    assert summary["failed"] == [] and summary["errors"] == []
+    done_hashes = {c["config_hash"] for c in summary["cells"] if c["status"] == "done"}
+    ran_hashes = {c["config_hash"] for c in summary["cells"] if c["status"] == "ran"}
+    assert done_hashes == set(before) and ran_hashes == hashes - set(before)
+    after = {run.data.tags["config_hash"]: run.info.run_id for run in finished_runs(uri)}
+    assert _cell_runs(uri) == Counter({h: 1 for h in hashes})  # none lost, none duplicated
+    assert all(after[h] == run_id for h, run_id in before.items())  # the finished ones untouched
+    assert not list((results / "ray").glob("*.current"))
+
+    again = run_sweep(path, "smoke", overrides)  # a third time: nothing left, Ray not even started
+    assert sorted(again["done"]) == sorted(c["label"] for c in summary["cells"]) and again["ran"] == []
+    assert _cell_runs(uri) == Counter({h: 1 for h in hashes})
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    port = _free_port()
+    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+               "--artifacts-destination", str(tmp_path / "server-artifacts"), "--workers", "1"]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None and time.time() < deadline, "mlflow server did not come up"
+            time.sleep(1)
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+        yield uri, listening
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_two_spec_sweep_against_mlflow_server_on_loopback(tmp_path, mlflow_server):
+    """Two specs sharing a cell: the second skips it (same config hash), runs its own, and every
+    run lands in the server under its spec's parent run."""
+    uri, listening = mlflow_server
+    local = [line.split()[3] for line in listening.splitlines() if line.strip()]
+    assert local and all(address.startswith("127.0.0.1:") for address in local), listening
+    overrides = [f"results_dir={tmp_path / 'results'}", f"tracking.uri={uri}"]
+    first = write_spec(tmp_path, "first", grid={"privacy.epsilon": [1]})
+    second = write_spec(tmp_path, "second", grid={"privacy.epsilon": [1, 10]})
+    one = run_sweep(first, "smoke", overrides)
+    two = run_sweep(second, "smoke", overrides)
+    assert one["ran"] == ["privacy.epsilon=1 seed=0"] and one["done"] == []
+    assert two["done"] == ["privacy.epsilon=1 seed=0"] and two["ran"] == ["privacy.epsilon=10 seed=0"]
+    assert one["tracking_uri"] == uri and not (tmp_path / "results" / "mlflow.db").exists()
+    runs = finished_runs(uri)
+    assert sorted(r.data.tags["sweep"] for r in runs) == ["first", "second"]
+    for run in runs:
+        parent = one["parent_run_id"] if run.data.tags["sweep"] == "first" else two["parent_run_id"]
+        assert run.data.tags["mlflow.parentRunId"] == parent
+        assert 0 <= run.data.metrics["student_test_accuracy"] <= 1 and "eps_rigorous" in run.data.tags
+    client = MlflowClient(uri)
+    assert client.get_run(two["parent_run_id"]).data.tags["sweep_parent"] == "second"
+    assert client.get_run(two["parent_run_id"]).info.status == "FINISHED"
+    assert {a.path for a in client.list_artifacts(runs[0].info.run_id)} >= {"ledger.json", "student.pt"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_sweep_on_a_two_node_ray_cluster(tmp_path):
+    """Two 1-CPU nodes: two trials at once (writing one SQLite store), and a data-absent cell found
+    by the cluster's teacher task and recorded as such."""
+    from ray.cluster_utils import Cluster
+
+    results = tmp_path / "results"
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        absent = f"data.root={tmp_path / 'no-data'}"
+        path = write_spec(tmp_path, "cluster", grid={"privacy.epsilon": [1, 10]}, cells=[["dataset=mnist", absent]])
+        summary = run_sweep(path, "smoke", [f"results_dir={results}"], address=cluster.address)
+    finally:
+        cluster.shutdown()
+    assert summary["resources"] == {"cpus": 1.0, "gpus": 0.0, "concurrent": 2}
+    assert set(summary["ran"]) == {"privacy.epsilon=1 seed=0", "privacy.epsilon=10 seed=0"}
+    assert summary["data_absent"] == [f"dataset=mnist {absent} seed=0"] and summary["failed"] == []
+    uri = sqlite_uri(results)
+    assert set(_cell_runs(uri).values()) == {1} and len(_cell_runs(uri)) == 2
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("dpsd").experiment_id
+    assert list(recorded_hashes(client, experiment, DATA_ABSENT)) == [summary["cells"][2]["config_hash"]]
