@@ -19,8 +19,10 @@ argmax of the teachers' vote counts, and the student is trained on them. Aggrega
   The plan (``dpsd privacy-report``) cannot know how many will be answered and charges GNMax
   for every query: an upper bound on the run's ledger, which charges the answered ones.
 
-Only the data-independent analyses are implemented: the data-dependent RDP bound of the 2018
-paper (§3-4, with smooth sensitivity for releasing it) is not.
+The ledger uses the data-independent analyses. ``method.data_dependent=true`` (GNMax) also
+computes the 2018 paper's data-dependent RDP bound (Thm. 6, :mod:`dpsd.privacy.pate_analysis`) of
+the GNMax answers and reports it as the run metric ``eps_data_dependent``: it depends on the private
+votes, so it may not be published before the smooth-sensitivity analysis (§4.2, not implemented).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from torch.utils.data import Subset
 from baselines.training import RelabelledSplit, train_student
 from dpsd.errors import ConfigError
 from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
+from dpsd.privacy import pate_analysis
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim, pate_gnmax_data_independent
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease
@@ -151,6 +154,10 @@ class PATE(Method):
             f"of the private split ({cfg.method.pool_fraction:g}) standing in for PATE's public "
             "unlabelled data: its images train the student without protection",
         ]
+        if cfg.method.data_dependent:
+            if cfg.method.aggregator != "gnmax":
+                raise ConfigError(f"method.data_dependent needs method.aggregator=gnmax, got {cfg.method.aggregator!r}")
+            notes.append(f"metric eps_data_dependent: {pate_analysis.NOT_PUBLISHABLE}")
         if confident(cfg):
             notes.append("Confident-GNMax: the claim and the plan charge GNMax for every query (an upper "
                          "bound); a run's ledger charges the answered queries only")
@@ -186,6 +193,9 @@ class PATE(Method):
         kept = Subset(queried, answered.nonzero().flatten().cpu().tolist())
         student, final_loss = train_student(ctx, RelabelledSplit(kept, labels.cpu()))
         consensus = float((labels == votes[answered].argmax(dim=1)).float().mean())
-        return RunResult(student=student, ledger=ctx.ledger,
-                         metrics={"final_student_loss": final_loss, "aggregate_agreement": consensus,
-                                  "answered_queries": int(answered.sum())})
+        metrics = {"final_student_loss": final_loss, "aggregate_agreement": consensus,
+                   "answered_queries": int(answered.sum())}
+        if cfg.method.data_dependent:
+            metrics["eps_data_dependent"] = pate_analysis.gnmax_data_dependent_epsilon(
+                votes[answered].cpu().numpy(), float(cfg.method.sigma), float(cfg.privacy.delta))
+        return RunResult(student=student, ledger=ctx.ledger, metrics=metrics)
