@@ -63,7 +63,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         "",
         f"teacher test accuracy   {metrics['teacher_test_accuracy']:.4f}",
         f"student test accuracy   {metrics['student_test_accuracy']:.4f}",
-        f"eps_claimed             {_fmt_eps(privacy['eps_claimed'])}  ({privacy['claimed_notion']}, {privacy['claimed_source']})",
+        f"eps_claimed             {_fmt_eps(privacy['eps_claimed'])}  "
+        + (f"({privacy['claimed_notion']}, {privacy['claimed_source']})" if privacy["claimed_source"] else "(no privacy claimed)"),
         f"eps_rigorous            {_fmt_eps(privacy['eps_rigorous'])}  ((eps, delta)-DP w.r.t. the private training set, {privacy['accountant']}; delta = {privacy['delta']:g}, {privacy['queries']} private releases)",
     ]
     lines += [f"note: {note}" for note in privacy["notes"]]

@@ -128,3 +128,13 @@ def test_dpsd_t_reports_an_unbounded_rigorous_epsilon_and_says_why():
     assert report["eps_claimed"] == 10.0
     assert report["eps_rigorous"] == math.inf
     assert any("DPSD-T" in note for note in report["notes"])
+
+
+def test_the_summary_says_when_no_privacy_is_claimed(capsys):
+    from dpsd.cli import print_summary
+
+    privacy = {"eps_claimed": math.inf, "claimed_notion": None, "claimed_source": None, "eps_rigorous": math.inf,
+               "accountant": "pld", "delta": 1e-5, "queries": 400, "notes": []}
+    print_summary({"metrics": {"teacher_test_accuracy": 0.99, "student_test_accuracy": 0.96}, "privacy": privacy})
+    out = capsys.readouterr().out
+    assert "eps_claimed             inf  (no privacy claimed)" in out and "None" not in out
