@@ -41,6 +41,9 @@ from dpsd.errors import ConfigError
 SCALES = ("smoke", "paper")
 SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke")
 REPO_SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
+# The smoke overrides every spec of a folder shares (less the keys a spec varies): ``common/smoke.yaml``
+# in the spec's folder (the repository's is ``sweeps/common/smoke.yaml``).
+COMMON_SMOKE = Path("common") / "smoke.yaml"
 # Not part of a cell's identity: where results go, where data lives, how runs are tracked.
 _UNHASHED = ("tracking", "results_dir")
 
@@ -102,8 +105,31 @@ def _overrides(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def override_key(override: str) -> str:
+    """``++method.x=1`` -> ``method.x``; ``model/teacher=small_cnn`` -> ``model/teacher``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def common_smoke(spec_file: Path) -> tuple[str, ...]:
+    """The shared smoke list (:data:`COMMON_SMOKE` in the spec's folder); () if the folder has none."""
+    shared = spec_file.parent / COMMON_SMOKE
+    if not shared.is_file():
+        return ()
+    return _overrides((yaml.safe_load(shared.read_text()) or {}).get("smoke"), f"{shared}: smoke")
+
+
+def smoke_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]], own: Sequence[str]) -> tuple[str, ...]:
+    """A spec's smoke overrides: the shared list less every key the cells vary (``grid``, ``cells``)
+    or the spec's own ``smoke`` list sets (a shared value must never collapse the cells a spec
+    varies), then the spec's own list. ``base`` keys are not dropped: the shared list is what swaps a
+    paper's base teacher for the small CNN."""
+    varied = {override_key(o) for o in [*own, *itertools.chain.from_iterable(cells)]} | set(grid)
+    return tuple(o for o in common_smoke(spec_file) if override_key(o) not in varied) + tuple(own)
+
+
 def load_spec(path: str | os.PathLike) -> Spec:
-    """Read and check a sweep spec; unknown keys or malformed entries are a ConfigError."""
+    """Read and check a sweep spec; unknown keys or malformed entries are a ConfigError. Its
+    ``smoke`` is :func:`smoke_overrides` (the shared list, then the spec's own)."""
     path = spec_path(path)
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict):
@@ -118,10 +144,12 @@ def load_spec(path: str | os.PathLike) -> Spec:
     seeds = raw.get("seeds", [0])
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}")
+    base = _overrides(raw.get("base"), f"{path}: base")
+    smoke = smoke_overrides(path, grid, cells, _overrides(raw.get("smoke"), f"{path}: smoke"))
     return Spec(
         name=str(raw.get("name") or path.stem), paper=raw.get("paper"), feeds=dict(raw.get("feeds") or {}),
-        base=_overrides(raw.get("base"), f"{path}: base"), grid={str(k): tuple(v) for k, v in grid.items()},
-        cells=cells, seeds=tuple(seeds), smoke=_overrides(raw.get("smoke"), f"{path}: smoke"), path=str(path),
+        base=base, grid={str(k): tuple(v) for k, v in grid.items()},
+        cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path),
     )
 
 
@@ -403,7 +431,9 @@ def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: 
         tuner = tune.Tuner(
             trainable,
             param_space={"config_hash": tune.grid_search([c.config_hash for c in to_run])},
-            tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent,
+            # reuse_actors: a trial's worker keeps torch and the dataset modules imported for the next
+            # (every trial asks for the same resources); each run still seeds and builds its own state.
+            tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent, reuse_actors=True,
                                         trial_dirname_creator=lambda trial: trial.trial_id),
             run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=1,
                                       failure_config=tune.FailureConfig(max_failures=0)),

@@ -69,6 +69,22 @@ def test_expand_cells_grid_explicit_seeds_and_smoke(tmp_path):
     assert paper[0].compose().scale.name == "paper" and paper[0].config_hash != cells[0].config_hash
 
 
+def test_shared_smoke_list_yields_to_what_a_spec_varies(tmp_path):
+    """common/smoke.yaml beside the specs applies at smoke scale only, less the keys a spec's cells
+    vary or its own smoke list sets; the spec's own list comes last."""
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump(
+        {"smoke": ["method.iterations=3", "method.batch_size=12", "++method.generator_iterations=5", "privacy.k=4"]}))
+    path = write_spec(tmp_path, "shared", grid={"method.batch_size": [8, 16]}, smoke=["privacy.k=2"])
+    assert load_spec(path).smoke == ("method.iterations=3", "++method.generator_iterations=5", "privacy.k=2")
+    smoke = [c.compose() for c in expand_cells(path, "smoke")]
+    assert [(c.method.iterations, c.method.batch_size, c.privacy.k) for c in smoke] == [(3, 8, 2), (3, 16, 2)]
+    assert expand_cells(path, "paper")[0].compose().method.iterations == 2  # the base's TINY value
+    (tmp_path / "elsewhere").mkdir()
+    alone = write_spec(tmp_path / "elsewhere", "alone", smoke=["privacy.k=2"])
+    assert load_spec(alone).smoke == ("privacy.k=2",)  # no common/ beside it: nothing shared
+
+
 def test_config_hash_ignores_where_not_what(tmp_path):
     base = compose(["privacy.epsilon=1"])
     moved = compose(["privacy.epsilon=1", f"results_dir={tmp_path}", "data.root=/elsewhere", "tracking=none",
