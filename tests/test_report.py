@@ -234,3 +234,14 @@ def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing
     printed = capsys.readouterr().out
     assert "done (a FINISHED run exists): 1" in printed and "ran:" not in printed
     assert (tmp_path / "reports" / "tables" / "tiny_samples.md").read_text() == first
+
+
+def test_a_series_that_names_a_config_group_is_labelled_by_the_groups_name():
+    """``feeds.series: method`` must label a line ``dgd``, not with the method's whole config node."""
+    from dpsd.config import compose
+    from dpsd.report.cells import cell_values
+
+    cfg = compose(["method=dgd", "privacy=label"])
+    assert cell_values(cfg, "privacy.epsilon", "method")["series"] == "dgd"
+    assert cell_values(cfg, "privacy.epsilon", "dataset")["series"] == "digits"
+    assert cell_values(cfg, "privacy.epsilon", "privacy.k")["series"] == str(cfg.privacy.k)

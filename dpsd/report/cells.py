@@ -40,7 +40,9 @@ def cell_values(cfg: DictConfig, x: str | None, series: str | None) -> dict[str,
     if x:
         values["x"] = OmegaConf.select(cfg, x.lstrip("+~"))
     if series:
-        values["series"] = str(OmegaConf.select(cfg, series.lstrip("+~")))
+        chosen = OmegaConf.select(cfg, series.lstrip("+~"))
+        # a config group (``series: method``) is labelled by its name, not by its whole node
+        values["series"] = str(chosen.get("name", chosen) if isinstance(chosen, DictConfig) else chosen)
     return values
 
 
