@@ -16,6 +16,7 @@ from typing import Callable
 import mlflow
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter
 
 from dpsd.report.cells import RUN
 
@@ -97,7 +98,9 @@ def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool) -> N
                 axes.plot(finite["x"], finite[column], linestyle=style, marker="o", label=f"{series}: {name}")
                 plotted = True
     if plotted:
-        axes.set_yscale("log")
+        axes.set_yscale("log")  # labelled as plain numbers ("30", not "3×10¹"), on matplotlib's log ticks
+        axes.yaxis.set_major_formatter(LogFormatter())
+        axes.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
         axes.legend(fontsize=7, loc="best")
     else:
         axes.text(0.5, 0.5, "no finite ε", ha="center", va="center", transform=axes.transAxes)
@@ -105,9 +108,22 @@ def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool) -> N
     axes.grid(True, alpha=0.3)
 
 
-def line_plot(groups: pd.DataFrame, x_label: str, title: str, caption: str, path: Path,
-              reference: pd.DataFrame | None = None, reference_x: Callable[[pd.Series], float | None] | None = None,
-              log_x: bool | None = None, teacher_line: bool = True, privacy_panel: bool = False) -> Path:
+def _label_log_axis(axes, xs: list[float]) -> None:
+    """A log x axis labelled at the plotted values, written as ``%g`` and slanted so that close values
+    stay legible; matplotlib's own minor-tick labels ("2×10⁻²") are left off, since within a decade
+    or two they overlap."""
+    axes.set_xscale("log")
+    values = sorted({x for x in xs if x > 0 and math.isfinite(x)})
+    if values:  # with nothing plotted, matplotlib's decade ticks stay
+        axes.xaxis.set_major_locator(FixedLocator(values))
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axes.xaxis.set_minor_formatter(NullFormatter())
+    axes.tick_params(axis="x", labelrotation=45, labelsize=8)
+
+
+def line_figure(groups: pd.DataFrame, x_label: str, title: str, caption: str,
+                reference: pd.DataFrame | None = None, reference_x: Callable[[pd.Series], float | None] | None = None,
+                log_x: bool | None = None, teacher_line: bool = True, privacy_panel: bool = False) -> Figure:
     """Accuracy against the x key, one panel per dataset (see :func:`_panel`), and with
     ``privacy_panel`` both ε ledgers below each. ``reference_x`` places a paper row on the x axis
     (None: not plotted). ``log_x=None`` chooses a log axis when the x values span more than a
@@ -132,10 +148,16 @@ def line_plot(groups: pd.DataFrame, x_label: str, title: str, caption: str, path
             below.set_xlabel(x_label)
     if numeric and (log_x if log_x is not None else _log_scale(xs)):
         for axes in figure.axes:
-            axes.set_xscale("log")
+            _label_log_axis(axes, xs)
     figure.suptitle(title, fontsize=10)
     figure.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
     figure.tight_layout(rect=(0, 0.5 / height, 1, 1))
+    return figure
+
+
+def line_plot(groups: pd.DataFrame, x_label: str, title: str, caption: str, path: Path, **options) -> Path:
+    """:func:`line_figure` (same options) saved as a PNG at ``path``."""
+    figure = line_figure(groups, x_label, title, caption, **options)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", metadata=PNG_METADATA)
     return path
