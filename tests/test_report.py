@@ -256,12 +256,19 @@ def test_a_log_x_axis_is_labelled_at_the_plotted_values_without_overlapping_mino
     from dpsd.report.figures import line_figure
 
     xs = [0.02, 0.05, 0.066667, 0.1, 0.4]
-    groups = pd.DataFrame({"status": RUN, "dataset": "mnist", "series": "dgd", "x": xs,
-                           "accuracy": [10.0, 15.0, 17.5, 21.8, 10.3], "accuracy_std": None, "teacher_accuracy": 99.0,
-                           "eps_claimed": [2.1, 5.8, 8.2, 13.6, 102.4], "eps_rigorous": [1.5, 4.3, 6.0, 9.7, 58.5]})
-    figure = line_figure(groups, "privacy.query_epsilon", "title", "caption", privacy_panel=True)
+    ran = pd.DataFrame({"status": RUN, "dataset": "mnist", "series": "dgd", "x": xs,
+                        "accuracy": [10.0, 15.0, 17.5, 21.8, 10.3], "accuracy_std": None, "teacher_accuracy": 99.0,
+                        "eps_claimed": [0.021, 0.058, 0.082, 0.136, 1.024], "eps_rigorous": [0.015, 0.043, 0.06, 0.097, 0.585]})
+    absent = pd.DataFrame({"status": "data absent", "dataset": "fmnist", "series": "dgd", "x": xs, "accuracy": None,
+                           "accuracy_std": None, "teacher_accuracy": None, "eps_claimed": None, "eps_rigorous": None})
+    figure = line_figure(pd.concat([ran, absent], ignore_index=True), "privacy.query_epsilon", "title", "caption",
+                         privacy_panel=True)
     figure.canvas.draw()
+    assert len(figure.axes) == 4  # accuracy and ε panels for mnist and for fmnist (data absent)
     for axes in figure.axes:
         assert axes.get_xscale() == "log"
         assert [label.get_text() for label in axes.get_xticklabels()] == ["0.02", "0.05", "0.066667", "0.1", "0.4"]
         assert not any(label.get_text() for label in axes.get_xticklabels(minor=True))
+        assert axes.get_xlim() == figure.axes[0].get_xlim()  # the panel without runs spans the same x values
+    epsilon_labels = [label.get_text() for label in figure.axes[1].get_yticklabels() if label.get_text()]
+    assert "0.1" in epsilon_labels and not any("e" in label or "×" in label for label in epsilon_labels)

@@ -99,13 +99,21 @@ def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool) -> N
                 plotted = True
     if plotted:
         axes.set_yscale("log")  # labelled as plain numbers ("30", not "3×10¹"), on matplotlib's log ticks
-        axes.yaxis.set_major_formatter(LogFormatter())
-        axes.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False))
+        axes.yaxis.set_major_formatter(PlainLogFormatter())
+        axes.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
         axes.legend(fontsize=7, loc="best")
     else:
         axes.text(0.5, 0.5, "no finite ε", ha="center", va="center", transform=axes.transAxes)
     axes.set_ylabel("ε")
     axes.grid(True, alpha=0.3)
+
+
+class PlainLogFormatter(LogFormatter):
+    """matplotlib's choice of which log ticks to label, written as ``%g`` ("0.1", "30"; not
+    "1e−01" or "3×10¹")."""
+
+    def __call__(self, x, pos=None):
+        return f"{x:g}" if super().__call__(x, pos) else ""
 
 
 def _label_log_axis(axes, xs: list[float]) -> None:
@@ -117,6 +125,8 @@ def _label_log_axis(axes, xs: list[float]) -> None:
     if values:  # with nothing plotted, matplotlib's decade ticks stay
         axes.xaxis.set_major_locator(FixedLocator(values))
         axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        margin = (values[-1] / values[0]) ** 0.05 if values[-1] > values[0] else 1.5
+        axes.set_xlim(values[0] / margin, values[-1] * margin)  # every panel, a dataset without runs too
     axes.xaxis.set_minor_formatter(NullFormatter())
     axes.tick_params(axis="x", labelrotation=45, labelsize=8)
 
