@@ -504,14 +504,14 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
     status.update({h: "data_absent" for h in absent})
     if dry_run:
         return _summarize(summary, cells, status)
-    if absent:
+    recorded = recorded_hashes(client, experiment_id, DATA_ABSENT) if absent else set()
+    unrecorded = [(c, cfg) for c, cfg in pending if c.config_hash in absent and c.config_hash not in recorded]
+    pending = [(c, cfg) for c, cfg in pending if c.config_hash not in absent]
+    if unrecorded:  # a re-run with nothing new to record leaves MLflow as it was
         parent = parent_run(client, experiment_id, spec, scale)
-        recorded = recorded_hashes(client, experiment_id, DATA_ABSENT)
-        for cell, cfg in pending:
-            if cell.config_hash in absent and cell.config_hash not in recorded:
-                record_data_absent(client, experiment_id, parent, cell, cfg, absent[cell.config_hash])
+        for cell, cfg in unrecorded:
+            record_data_absent(client, experiment_id, parent, cell, cfg, absent[cell.config_hash])
         summary["parent_run_id"] = parent
-        pending = [(c, cfg) for c, cfg in pending if c.config_hash not in absent]
         if not pending:
             client.set_terminated(parent, "FINISHED")
     if pending:

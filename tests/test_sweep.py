@@ -141,6 +141,26 @@ def test_dry_run_lists_done_to_run_and_data_absent(tmp_path):
 # Slow: real sweeps (each starts Ray; on a loaded 2-core machine minutes, not seconds)
 
 
+def test_a_rerun_with_nothing_new_leaves_mlflow_as_it_was(tmp_path):
+    """Data-absent cells are recorded once (with their sweep's parent run); a second run finds them
+    recorded and neither adds a run nor reopens the parent (``dpsd reproduce`` run twice)."""
+    results = tmp_path / "results"
+    path = write_spec(tmp_path, "absent", cells=[["dataset=mnist", f"data.root={tmp_path / 'no-data'}"]])
+
+    def snapshot() -> list:
+        client = MlflowClient(sqlite_uri(results))
+        runs = client.search_runs([client.get_experiment_by_name("dpsd").experiment_id])
+        return sorted((r.info.run_id, r.info.status, r.info.end_time, r.data.tags.get("cell_status")) for r in runs)
+
+    first = run_sweep(path, "smoke", [f"results_dir={results}"])
+    before = snapshot()
+    second = run_sweep(path, "smoke", [f"results_dir={results}"])
+    assert first["data_absent"] == second["data_absent"] == [f"dataset=mnist data.root={tmp_path / 'no-data'} seed=0"]
+    assert first["parent_run_id"] and second["parent_run_id"] is None
+    assert Counter(row[3] for row in before) == {None: 1, DATA_ABSENT: 1}  # the parent and the recorded cell
+    assert snapshot() == before
+
+
 def _cell_runs(uri: str) -> Counter:
     return Counter(run.data.tags["config_hash"] for run in finished_runs(uri))
 
