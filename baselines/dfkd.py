@@ -13,7 +13,8 @@ import dataclasses
 
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.methods.base import DataInfo, RunContext, RunResult, register_method
+from dpsd.data import DataInfo
+from dpsd.methods.base import RunContext, RunResult, register_method
 from dpsd.methods.dpsd import DPSD, plan_dpsd_ledger
 from dpsd.privacy.accounting import Ledger
 

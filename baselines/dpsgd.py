@@ -24,9 +24,10 @@ from opacus.optimizers import DPOptimizer
 from opacus.validators import ModuleValidator
 
 from baselines.training import train_on_batches
+from dpsd.data import DataInfo
+from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
-from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
-from dpsd.methods.dpsd import make_optimizer
+from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim
@@ -72,7 +73,7 @@ class DPSGD(Method):
 
     @staticmethod
     def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
-        """What ``privacy.calibrate`` solves for (dpsd.privacy.calibrate): the noise multiplier."""
+        """What ``privacy.calibrate`` solves for (dpsd.privacy_ops.calibrate): the noise multiplier."""
         return "method.noise_multiplier", 0.3, 100.0
 
     @staticmethod

@@ -13,8 +13,9 @@ from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
 from baselines.training import RelabelledSplit, train_student
+from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
-from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim

@@ -36,8 +36,9 @@ from torch import Tensor
 from torch.utils.data import Subset
 
 from baselines.training import RelabelledSplit, train_student
+from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
-from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.privacy import pate_analysis
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim, pate_gnmax_data_independent

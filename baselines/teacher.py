@@ -10,7 +10,8 @@ import copy
 
 from omegaconf import DictConfig
 
-from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
+from dpsd.data import DataInfo
+from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import UnprotectedRelease
 

@@ -19,7 +19,8 @@ from omegaconf import DictConfig
 from torch.utils.data import TensorDataset
 
 from baselines.training import train_student
-from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
+from dpsd.data import DataInfo
+from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim

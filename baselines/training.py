@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
+from dpsd.distill.builders import make_optimizer
 from dpsd.methods.base import RunContext
-from dpsd.methods.dpsd import make_optimizer
 from dpsd.models import build_classifier, xavier_init_
 
 

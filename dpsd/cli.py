@@ -157,7 +157,7 @@ def cmd_privacy_report(args: list[str]) -> None:
 
 def cmd_audit_model(args: list[str]) -> None:
     from dpsd import tracking
-    from dpsd.privacy.model_audit import audit_run, flat_metrics
+    from dpsd.privacy_ops.model_audit import audit_run, flat_metrics
 
     parser = argparse.ArgumentParser(prog="dpsd audit model", description="membership inference against a run's models")
     parser.add_argument("run", help="an MLflow run id (in the store the overrides name) or a folder of its artifacts")
@@ -176,8 +176,8 @@ def cmd_audit(args: list[str]) -> None:
     if args[:1] == ["model"]:
         return cmd_audit_model(args[1:])
     from dpsd.config import compose, resolve_paths, validate
-    from dpsd.privacy.audit import audit_mechanism, record_audit
-    from dpsd.privacy.calibrate import calibrate
+    from dpsd.privacy_ops.audit import audit_mechanism, record_audit
+    from dpsd.privacy_ops.calibrate import calibrate
 
     parser = argparse.ArgumentParser(prog="dpsd audit", description="empirical lower bound on a mechanism's epsilon")
     parser.add_argument("target", choices=["mechanism", "model"])
@@ -195,7 +195,9 @@ def cmd_audit(args: list[str]) -> None:
 
 
 def cmd_sweep(args: list[str]) -> int:
-    from dpsd.sweep import format_summary, run_sweep, split_scale
+    from dpsd.sweep.runner import run_sweep
+    from dpsd.sweep.spec import split_scale
+    from dpsd.sweep.summary import format_summary
 
     parser = argparse.ArgumentParser(prog="dpsd sweep", description="run a sweep spec's cells with Ray Tune")
     parser.add_argument("spec", help="a spec file, or the name of one in sweeps/")
@@ -233,7 +235,7 @@ def _overrides_after_only(parsed: argparse.Namespace) -> list[str]:
 
 def cmd_report(args: list[str]) -> None:
     from dpsd.report import render_report, spec_paths
-    from dpsd.sweep import split_scale
+    from dpsd.sweep.spec import split_scale
 
     parsed = _report_parser("report", "render every spec's tables and figures from the runs").parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
@@ -243,7 +245,8 @@ def cmd_report(args: list[str]) -> None:
 
 def cmd_reproduce(args: list[str]) -> int:
     from dpsd.reproduce import reproduce
-    from dpsd.sweep import format_summary, split_scale
+    from dpsd.sweep.spec import split_scale
+    from dpsd.sweep.summary import format_summary
 
     parser = _report_parser("reproduce", "run the sweeps (whatever is missing), then render the report")
     parser.add_argument("--dry-run", action="store_true", help="list each spec's cells to run and done; run nothing")

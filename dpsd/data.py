@@ -14,7 +14,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -38,6 +38,22 @@ _SET_ROOT_NO_DOWNLOAD = "set data.root; this source cannot be downloaded automat
 class DataAbsent(ConfigError):
     """A dataset's files are not where the config says (or data.root is unset): the config is fine,
     the data is missing. ``dpsd sweep`` lists such cells as data absent instead of failing them."""
+
+
+@dataclass(frozen=True)
+class DataInfo:
+    """What a method may know about the private data without reading it."""
+
+    num_classes: int
+    channels: int
+    image_size: int
+    num_train: Optional[int] = None
+
+
+def data_info(cfg) -> DataInfo:
+    """The :class:`DataInfo` of the dataset a run's config names, without reading any file."""
+    num_classes, channels, image_size = dataset_info(cfg.dataset.name, **cfg.dataset.options)
+    return DataInfo(num_classes, channels, image_size)
 
 
 @dataclass

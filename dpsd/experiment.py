@@ -15,11 +15,11 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from dpsd.config import resolve_paths, validate
-from dpsd.data import dataset_info, load_dataset
+from dpsd.data import data_info, load_dataset
 from dpsd.methods import METHODS
-from dpsd.methods.base import DataInfo, RunContext
+from dpsd.methods.base import RunContext
 from dpsd.privacy.accounting import Ledger
-from dpsd.privacy.calibrate import calibrate, noise_parameter
+from dpsd.privacy_ops.calibrate import calibrate, noise_parameter
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 
 
@@ -28,11 +28,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
-
-
-def data_info(cfg: DictConfig) -> DataInfo:
-    num_classes, channels, image_size = dataset_info(cfg.dataset.name, **cfg.dataset.options)
-    return DataInfo(num_classes, channels, image_size)
 
 
 def privacy_report(cfg: DictConfig) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from dpsd.report import render_report, spec_paths
 from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
-from dpsd.sweep import run_sweep
+from dpsd.sweep.runner import run_sweep
 
 
 def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = False,

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 
 from dpsd import losses
 from dpsd.config import compose
-from dpsd.methods.dpsd import PrivateAnnotator, generator_loss
+from dpsd.distill.annotators import PrivateAnnotator
+from dpsd.distill.generator_losses import generator_loss
 from dpsd.models import build_classifier, build_generator
 
 TERMS = ("onehot", "entropy", "activation")

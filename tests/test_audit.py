@@ -1,4 +1,4 @@
-"""Mechanism audit (dpsd.privacy.audit): valid lower bounds, and the claim they refute."""
+"""Mechanism audit (dpsd.privacy_ops.audit): valid lower bounds, and the claim they refute."""
 
 import json
 import math
@@ -12,7 +12,7 @@ from scipy.stats import ks_2samp
 from dpsd.cli import main
 from dpsd.config import compose
 from dpsd.privacy import mechanisms
-from dpsd.privacy.audit import (
+from dpsd.privacy_ops.audit import (
     audit_mechanism,
     clopper_pearson,
     epsilon_lower_bound,

@@ -1,4 +1,4 @@
-"""Noise calibration (dpsd.privacy.calibrate): round trips through both ledgers, and its errors."""
+"""Noise calibration (dpsd.privacy_ops.calibrate): round trips through both ledgers, and its errors."""
 
 import json
 import math
@@ -10,7 +10,7 @@ from dpsd.cli import main
 from dpsd.config import compose
 from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
-from dpsd.privacy.calibrate import calibrate
+from dpsd.privacy_ops.calibrate import calibrate
 
 PAPER = ["privacy=data", "privacy.beta=0.005", "method.batch_size=256", "method.iterations=200", "dataset=mnist"]
 LABEL = ["privacy=label", "method.batch_size=64", "method.iterations=50"]

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from dpsd.config import compose
+from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
-from dpsd.methods.base import DataInfo
 from dpsd.methods.dgd import make_triples, noisy_votes, plan_dgd_ledger
 from dpsd.models import ConvVAE
 from dpsd.privacy.accounting import rdp_epsilon

@@ -7,9 +7,9 @@ import torch
 from torch import nn
 
 from dpsd.config import compose
+from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
-from dpsd.methods.base import DataInfo
 from dpsd.methods.dp_dfd import DPDFD, DPDFDTrainer, selection_threshold, steps_per_stage
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import rigorous_epsilon

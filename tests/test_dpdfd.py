@@ -8,8 +8,9 @@ import torch
 from omegaconf import OmegaConf
 
 from dpsd.config import compose
+from dpsd.data import data_info
 from dpsd.errors import ConfigError
-from dpsd.experiment import data_info, privacy_report, run_experiment
+from dpsd.experiment import privacy_report, run_experiment
 from dpsd.methods.dpdfd import DPDFDAnnotator, plan_dpdfd_ledger
 from dpsd.privacy import claims, mechanisms
 

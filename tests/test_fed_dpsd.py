@@ -8,10 +8,11 @@ import pytest
 import torch
 
 from dpsd.config import compose
+from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.errors import ConfigError
 from dpsd.experiment import load_data, resolve_device
 from dpsd.methods.base import RunContext
-from dpsd.methods.dpsd import PrivateAnnotator, plan_dpsd_ledger
+from dpsd.methods.dpsd import plan_dpsd_ledger
 from dpsd.methods.fed_dpsd import (
     FedDPSD,
     FederatedQuery,

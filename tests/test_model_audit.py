@@ -1,4 +1,4 @@
-"""Model audit (dpsd.privacy.model_audit): ROC metrics against scikit-learn, the attacks on models
+"""Model audit (dpsd.privacy_ops.model_audit): ROC metrics against scikit-learn, the attacks on models
 that do and do not memorise, and `dpsd audit model` end to end on a tiny digits run."""
 
 import json
@@ -15,7 +15,7 @@ from dpsd.cli import main
 from dpsd.config import compose
 from dpsd.data import load_digits
 from dpsd.experiment import run_experiment
-from dpsd.privacy.model_audit import attack_metrics, audit_sets, distance_scores, loss_scores, roc_points
+from dpsd.privacy_ops.model_audit import attack_metrics, audit_sets, distance_scores, loss_scores, roc_points
 
 
 def sklearn_tpr_at(members, non_members, target):

@@ -21,7 +21,7 @@ from dpsd.cli import main
 from dpsd.experiment import run_experiment
 from dpsd.report import render_report
 from dpsd.report.runs import load_runs
-from dpsd.sweep import expand_cells, load_spec
+from dpsd.sweep.spec import expand_cells, load_spec
 
 TINY = ["device=cpu", "method.iterations=2", "method.batch_size=16", "model.teacher.recipe.steps=30"]
 SPEC = """
@@ -215,7 +215,7 @@ def test_index_renders_in_headless_chromium_with_its_tables_and_figures(study, r
 
 @pytest.mark.slow
 def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing(tmp_path, capsys):
-    """The real path: ``dpsd reproduce`` -> Ray Tune sweep (dpsd/sweep.py) -> MLflow -> report."""
+    """The real path: ``dpsd reproduce`` -> Ray Tune sweep (dpsd/sweep/) -> MLflow -> report."""
     (tmp_path / "sweeps").mkdir()
     (tmp_path / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)
     (tmp_path / "papers.csv").write_text(REFERENCE)

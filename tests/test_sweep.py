@@ -20,8 +20,9 @@ from mlflow.tracking import MlflowClient
 
 from dpsd.config import compose
 from dpsd.errors import ConfigError
-from dpsd.sweep import (DATA_ABSENT, DONE, config_hash, expand_cells, load_spec, recorded_hashes, run_sweep,
-                        split_scale)
+from dpsd.sweep.runner import run_sweep
+from dpsd.sweep.spec import config_hash, expand_cells, load_spec, split_scale
+from dpsd.sweep.store import DATA_ABSENT, DONE, recorded_hashes
 
 TINY = ["device=cpu", "model.teacher.recipe.steps=30", "method.iterations=2", "method.batch_size=16"]
 

@@ -13,7 +13,7 @@ import yaml
 
 from dpsd.config import compose, validate
 from dpsd.methods import METHODS
-from dpsd.sweep import load_spec, override_key
+from dpsd.sweep.spec import load_spec, override_key
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = sorted((REPO / "sweeps").glob("*.yaml"))

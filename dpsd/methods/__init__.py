@@ -3,7 +3,7 @@
 Importing this package registers every method; ``METHODS.get(name)`` finds one by name.
 """
 
-from dpsd.methods.base import METHODS, DataInfo, Method, RunContext, RunResult, register_method
+from dpsd.methods.base import METHODS, Method, RunContext, RunResult, register_method
 from dpsd.methods import dpsd as _dpsd  # noqa: F401  (registers dpsd, dpsd_t)
 from dpsd.methods import dpdfd as _dpdfd  # noqa: F401  (registers dpdfd, dpdfd_direct)
 from dpsd.methods import fed_dpsd as _fed_dpsd  # noqa: F401  (registers fed_dpsd)
@@ -11,4 +11,4 @@ from dpsd.methods import dp_dfd as _dp_dfd  # noqa: F401  (registers dp_dfd)
 from dpsd.methods import dgd as _dgd  # noqa: F401  (registers dgd, dgd_plus)
 import baselines  # noqa: E402,F401  (registers the baseline adapters)
 
-__all__ = ["METHODS", "DataInfo", "Method", "RunContext", "RunResult", "register_method"]
+__all__ = ["METHODS", "Method", "RunContext", "RunResult", "register_method"]

@@ -16,22 +16,12 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from dpsd.data import DataSplits
+from dpsd.data import DataInfo, DataSplits
 from dpsd.privacy.accounting import Ledger
 from dpsd.registry import Registry
 
 METHODS: Registry[type["Method"]] = Registry("method")
 register_method = METHODS.register
-
-
-@dataclass(frozen=True)
-class DataInfo:
-    """What a method may know about the private data without reading it."""
-
-    num_classes: int
-    channels: int
-    image_size: int
-    num_train: Optional[int] = None
 
 
 @dataclass

@@ -6,7 +6,7 @@ Pipeline (the excerpts' §III, Fig. 2), one function per step:
 1. discriminative stream: the baseline (the full-data teacher, ``ctx.teachers[0]``) and an ensemble
    of ``method.num_teachers`` teachers on disjoint subsets of the private split;
 2. generative stream: a generator trained data-free with the baseline as fixed discriminator
-   (DPSD's :func:`~dpsd.methods.dpsd.generator_loss`), ``method.synthetic_count`` synthetic images
+   (DPSD's :func:`~dpsd.distill.generator_losses.generator_loss`), ``method.synthetic_count`` synthetic images
    (null: as many as private training examples, Fig. 6) and a convolutional VAE trained on them;
 3. |Q| = ``method.queries`` synthetic images labelled by the ensemble's noisy vote, Eq. (3):
    argmax_k V_k(x) + Lap(2/eps_0) (``aggregator=laplace``, DGD) or + N(0, sigma^2)
@@ -33,9 +33,11 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
+from dpsd.data import DataInfo
+from dpsd.distill.builders import make_optimizer
+from dpsd.distill.generator_losses import generator_loss
 from dpsd.errors import ConfigError
-from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
-from dpsd.methods.dpsd import generator_loss, make_optimizer
+from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.models import ConvVAE, build_classifier, build_generator, normalize_code, vae_loss, xavier_init_
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger

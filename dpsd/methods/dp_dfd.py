@@ -25,9 +25,11 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from dpsd import losses
+from dpsd.data import DataInfo
+from dpsd.distill.builders import build_student_and_generator, make_optimizer
+from dpsd.distill.generator_losses import generator_loss, student_loss_for_generator
 from dpsd.errors import ConfigError
-from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
-from dpsd.methods.dpsd import build_student_and_generator, generator_loss, make_optimizer, student_loss_for_generator
+from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import PrivacyEvent, RandomizedResponseRelease, UnprotectedRelease

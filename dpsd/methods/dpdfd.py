@@ -37,11 +37,12 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from dpsd import losses
+from dpsd.data import DataInfo
+from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, output_gradient_release
+from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
-from dpsd.methods.base import DataInfo, RunContext, register_method
-from dpsd.methods.dpsd import (
-    BOUNDS, DPSD, NOISE_OVER, DPSDTrainer, PrivateAnnotator, make_optimizer, output_gradient_release,
-)
+from dpsd.methods.base import RunContext, register_method
+from dpsd.methods.dpsd import DPSD, DPSDTrainer
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger

@@ -25,9 +25,11 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
+from dpsd.data import DataInfo
+from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.errors import ConfigError
-from dpsd.methods.base import DataInfo, Method, RunContext, RunResult, register_method
-from dpsd.methods.dpsd import DPSDTrainer, PrivateAnnotator, dpsd_releases, plan_dpsd_ledger
+from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.dpsd import DPSDTrainer, dpsd_releases, plan_dpsd_ledger
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import PrivacyEvent, UnprotectedRelease

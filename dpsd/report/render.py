@@ -23,7 +23,7 @@ from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.runs import load_runs
 from dpsd.report.tables import SCALE_LINES, paper_table, switches
-from dpsd.sweep import Spec, expand_cells, load_spec
+from dpsd.sweep.spec import Spec, expand_cells, load_spec
 from dpsd.tracking import tracking_uri
 
 DEFAULT_SPECS = Path("sweeps")

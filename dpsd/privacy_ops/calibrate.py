@@ -40,7 +40,7 @@ _LOG_INF = 1e3
 
 def ledger_epsilon(cfg: DictConfig, ledger: str) -> float:
     """The run ``cfg`` describes, accounted on ``ledger`` (``claimed`` or ``rigorous``)."""
-    from dpsd.experiment import data_info
+    from dpsd.data import data_info
     from dpsd.methods import METHODS
 
     planned = METHODS.get(cfg.method.name).plan_ledger(cfg, data_info(cfg))

@@ -119,7 +119,7 @@ def run_artifacts(run: str, cfg: DictConfig, into: Path) -> tuple[Path, str | No
 
 def load_released(folder: Path, cfg: DictConfig, device: torch.device) -> dict[str, nn.Module]:
     """The student (and generator, where the run released one) from a run's artifacts."""
-    from dpsd.experiment import data_info
+    from dpsd.data import data_info
     from dpsd.models import build_classifier, build_generator
 
     info = data_info(cfg)

@@ -120,7 +120,7 @@ def audit_mechanism(cfg: DictConfig, trials: int, confidence: float) -> dict[str
     ``trials`` runs of the whole composed mechanism per world (half to choose the test, half to
     bound it), seeded by ``cfg.seed``.
     """
-    from dpsd.experiment import data_info
+    from dpsd.data import data_info
     from dpsd.methods import METHODS
 
     if trials < 4:

@@ -1,0 +1,25 @@
+"""The student, generator and optimisers every distillation method starts from."""
+
+from __future__ import annotations
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from dpsd.data import DataInfo
+from dpsd.models import build_classifier, build_generator, xavier_init_
+
+def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    raise ValueError(f"unknown optimizer {name!r}; known: adam, sgd")
+
+
+def build_student_and_generator(cfg: DictConfig, info: DataInfo, device: torch.device) -> tuple[nn.Module, nn.Module]:
+    """The configured student and generator, Xavier-initialised (DPSD §IV-A) and on ``device``."""
+    student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
+    generator_cfg = cfg.model.generator
+    generator = build_generator(generator_cfg.latent_dim, info.channels, info.image_size, generator_cfg.width)
+    return xavier_init_(student).to(device), xavier_init_(generator).to(device)

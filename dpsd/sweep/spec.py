@@ -1,0 +1,195 @@
+"""Sweep specs and cells: pure data (a spec file in, composed cells and their hashes out)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from dpsd.config import compose
+from dpsd.errors import ConfigError
+
+SCALES = ("smoke", "paper")
+SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke")
+REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
+# The smoke overrides every spec of a folder shares (less the keys a spec varies): ``common/smoke.yaml``
+# in the spec's folder (the repository's is ``sweeps/common/smoke.yaml``).
+COMMON_SMOKE = Path("common") / "smoke.yaml"
+# Not part of a cell's identity: where results go, where data lives, how runs are tracked.
+_UNHASHED = ("tracking", "results_dir")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A sweep spec as written in ``sweeps/<name>.yaml`` (keys: SPEC_KEYS)."""
+
+    name: str
+    paper: str | None
+    feeds: dict
+    base: tuple[str, ...]
+    grid: dict[str, tuple]
+    cells: tuple[tuple[str, ...], ...]
+    seeds: tuple[int, ...]
+    smoke: tuple[str, ...]
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a sweep. ``label`` is the cell's own overrides (grid values or explicit cell, and
+    ``seed=``) joined by spaces; ``overrides`` is everything that composes it."""
+
+    spec: str
+    label: str
+    overrides: tuple[str, ...]
+    config_hash: str
+    dataset: str = ""
+    method: str = ""
+
+    def compose(self) -> DictConfig:
+        return compose(list(self.overrides))
+
+
+def spec_path(spec: str | os.PathLike) -> Path:
+    """A spec file, given as a path or a name under ``./sweeps/`` or the repository's ``sweeps/``."""
+    path = Path(spec)
+    candidates = [path] if path.suffix in (".yaml", ".yml") else []
+    candidates += [Path("sweeps") / f"{spec}.yaml", REPO_SWEEPS / f"{spec}.yaml"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    known = ", ".join(sorted(p.stem for p in REPO_SWEEPS.glob("*.yaml"))) or "none"
+    raise ConfigError(f"no sweep spec {str(spec)!r}; give a path or one of: {known}")
+
+
+def _overrides(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not all(isinstance(o, str) and "=" in o for o in value):
+        raise ConfigError(f"{where} must be a list of key=value overrides, got {value!r}")
+    return tuple(value)
+
+
+def override_key(override: str) -> str:
+    """``++method.x=1`` -> ``method.x``; ``model/teacher=small_cnn`` -> ``model/teacher``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def common_smoke(spec_file: Path) -> tuple[str, ...]:
+    """The shared smoke list (:data:`COMMON_SMOKE` in the spec's folder); () if the folder has none."""
+    shared = spec_file.parent / COMMON_SMOKE
+    if not shared.is_file():
+        return ()
+    return _overrides((yaml.safe_load(shared.read_text()) or {}).get("smoke"), f"{shared}: smoke")
+
+
+def smoke_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]], own: Sequence[str]) -> tuple[str, ...]:
+    """A spec's smoke overrides: the shared list less every key the cells vary (``grid``, ``cells``)
+    or the spec's own ``smoke`` list sets (a shared value must never collapse the cells a spec
+    varies), then the spec's own list. ``base`` keys are not dropped: the shared list is what swaps a
+    paper's base teacher for the small CNN."""
+    varied = {override_key(o) for o in [*own, *itertools.chain.from_iterable(cells)]} | set(grid)
+    return tuple(o for o in common_smoke(spec_file) if override_key(o) not in varied) + tuple(own)
+
+
+def load_spec(path: str | os.PathLike) -> Spec:
+    """Read and check a sweep spec; unknown keys or malformed entries are a ConfigError. Its
+    ``smoke`` is :func:`smoke_overrides` (the shared list, then the spec's own)."""
+    path = spec_path(path)
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a sweep spec is a mapping with keys {', '.join(SPEC_KEYS)}")
+    unknown = sorted(set(raw) - set(SPEC_KEYS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {', '.join(unknown)}; accepted: {', '.join(SPEC_KEYS)}")
+    grid = raw.get("grid") or {}
+    if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+        raise ConfigError(f"{path}: grid must map override keys to non-empty lists of values")
+    cells = tuple(_overrides(c, f"{path}: each entry of cells") for c in raw.get("cells") or [])
+    seeds = raw.get("seeds", [0])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
+        raise ConfigError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}")
+    base = _overrides(raw.get("base"), f"{path}: base")
+    smoke = smoke_overrides(path, grid, cells, _overrides(raw.get("smoke"), f"{path}: smoke"))
+    return Spec(
+        name=str(raw.get("name") or path.stem), paper=raw.get("paper"), feeds=dict(raw.get("feeds") or {}),
+        base=base, grid={str(k): tuple(v) for k, v in grid.items()},
+        cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path),
+    )
+
+
+def _value(value: Any) -> str:
+    """A YAML value as a Hydra override value (``true``/``false``/``null`` spelled the way Hydra reads them)."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return str(value)
+
+
+def cell_overrides(spec: Spec) -> list[tuple[str, ...]]:
+    """The spec's cells (without seeds): the grid's cartesian product, then the explicit cells."""
+    keys = list(spec.grid)
+    combos = [] if not keys else [
+        tuple(f"{k}={_value(v)}" for k, v in zip(keys, values))
+        for values in itertools.product(*(spec.grid[k] for k in keys))
+    ]
+    if not keys and not spec.cells:
+        combos = [()]  # a spec with only base overrides is one cell
+    return combos + list(spec.cells)
+
+
+def split_scale(overrides: Sequence[str], default: str = "smoke") -> tuple[str, list[str]]:
+    """Take ``scale=...`` out of command-line overrides: ``(scale, the rest)``."""
+    scale, rest = default, []
+    for override in overrides:
+        if override.startswith("scale="):
+            scale = override.partition("=")[2]
+        else:
+            rest.append(override)
+    if scale not in SCALES:
+        raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    return scale, rest
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """sha256 (16 hex) of the resolved config as sorted YAML, without ``tracking``, ``results_dir``
+    and ``data.root``: two configs that would train the same thing hash the same."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    for key in _UNHASHED:
+        container.pop(key, None)
+    container.get("data", {}).pop("root", None)
+    text = yaml.safe_dump(container, sort_keys=True, default_flow_style=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def expand_cells(spec: Spec | str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = ()) -> list[Cell]:
+    """Every cell of ``spec`` at ``scale`` with the command-line ``overrides``, in spec order
+    (cells of the grid, then explicit cells; seeds innermost). Composition errors are ConfigErrors."""
+    return [cell for cell, _ in expand_configs(spec, scale, overrides)]
+
+
+def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
+                   overrides: Sequence[str] = ()) -> list[tuple[Cell, DictConfig]]:
+    """:func:`expand_cells` with each cell's composed config."""
+    if not isinstance(spec, Spec):
+        spec = load_spec(spec)
+    if scale not in SCALES:
+        raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    tail = [f"scale={scale}", *(spec.smoke if scale == "smoke" else ()), *overrides]
+    cells = []
+    for own in cell_overrides(spec):
+        for seed in spec.seeds:
+            mine = [*own, f"seed={seed}"]
+            full = (*spec.base, *mine, *tail)
+            try:
+                cfg = compose(list(full))
+            except ConfigError as err:
+                raise ConfigError(f"sweep {spec.name}, cell {' '.join(mine)}: {err}") from None
+            cells.append((Cell(spec.name, " ".join(mine), full, config_hash(cfg),
+                               str(cfg.dataset.name), str(cfg.method.name)), cfg))
+    return cells

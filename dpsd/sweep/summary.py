@@ -1,0 +1,31 @@
+"""What a sweep did: each cell's status, and the text ``dpsd sweep`` prints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpsd.sweep.spec import Cell
+
+
+def summarize(summary: dict[str, Any], cells: list[Cell], status: dict[str, str]) -> dict[str, Any]:
+    labels = lambda wanted: [c.label for c in cells if status[c.config_hash] == wanted]  # noqa: E731
+    summary.update(done=labels("done"), skipped=labels("done"), ran=labels("ran"), to_run=labels("to_run"),
+                   data_absent=labels("data_absent"), failed=labels("failed"),
+                   cells=[{"label": c.label, "config_hash": c.config_hash, "status": status[c.config_hash]}
+                          for c in cells])
+    return summary
+
+
+def format_summary(summary: dict[str, Any], dry_run: bool = False) -> str:
+    """The sweep's cells, one line each, grouped by status, then counts."""
+    titles = [("done", "done (a FINISHED run exists)"), ("to_run", "to run"), ("ran", "ran"),
+              ("data_absent", "data absent (listed, not run)"), ("failed", "failed")]
+    lines = [f"sweep {summary['spec']} (scale={summary['scale']}){' — dry run' if dry_run else ''}"]
+    for key, title in titles:
+        if summary[key]:
+            lines.append(f"{title}: {len(summary[key])}")
+            lines += [f"  {label}" for label in summary[key]]
+    lines += [f"error: {e}" for e in summary.get("errors", [])]
+    if summary.get("parent_run_id"):
+        lines.append(f"MLflow parent run {summary['parent_run_id']} in {summary['tracking_uri']}")
+    return "\n".join(lines)
