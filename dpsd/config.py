@@ -53,6 +53,7 @@ class PrivacyConfig:
     gradient_topk: str = "magnitude"
     bound: str = "normalize"  # data mode: normalize | clip (DPDFD Fig. 2)
     noise_over: str = "sample"  # data mode: sample | batch (DPDFD Alg. 1 line 9)
+    noiseless: bool = False  # the ladder's R4: the mechanism's noise off, its structure kept (switch_noise_off)
 
 
 @dataclass
@@ -101,6 +102,7 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
         OmegaConf.resolve(cfg)
+        cfg = switch_noise_off(cfg)
     except MissingConfigException as err:
         match = _UNKNOWN_OPTION.search(str(err))
         if match:
@@ -111,6 +113,28 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
         raise ConfigError(str(err).splitlines()[0]) from None
     except (ConfigCompositionException, OmegaConfBaseException) as err:
         raise ConfigError(" ".join(str(err).split())) from None
+    return cfg
+
+
+def switch_noise_off(cfg: DictConfig) -> DictConfig:
+    """``privacy.noiseless=true`` (the ladder's R4, issue 13): every noise parameter of the method's
+    mechanisms (its ``Method.noise_off``: e.g. privacy.query_epsilon = inf, privacy.sigma = 0) is set
+    to its no-noise value, so the logged config, the mechanism and both ledgers all say what ran:
+    the structure (top-k, normalisation, output step, the student prior) with no noise, eps = inf."""
+    if not cfg.privacy.noiseless:
+        return cfg
+    from dpsd.methods import METHODS
+
+    if cfg.privacy.mode == "none":
+        raise ConfigError("privacy.noiseless=true keeps a mechanism's structure: it needs privacy=label or data, got privacy=none")
+    if cfg.privacy.calibrate != "off":
+        raise ConfigError(f"privacy.noiseless=true has no noise to calibrate: needs privacy.calibrate=off, got {cfg.privacy.calibrate}")
+    noise_off = METHODS.get(cfg.method.name).noise_off
+    if not noise_off:
+        raise ConfigError(f"method {cfg.method.name} does not support privacy.noiseless (no noise switch declared)")
+    for key, value in noise_off.items():
+        if OmegaConf.select(cfg, key) is not None:
+            OmegaConf.update(cfg, key, value)
     return cfg
 
 
@@ -142,14 +166,14 @@ def validate(cfg: DictConfig) -> None:
     if privacy.mode == "data":
         for name in ("sigma", "beta"):
             value = privacy[name]
-            if value is None or value <= 0:
+            if value is None or value < 0 or (value == 0 and not (name == "sigma" and privacy.noiseless)):
                 raise ConfigError(f"privacy.{name} must be > 0, got {value}")
     if privacy.mode in ("label", "data") and not 2 <= privacy.k <= num_classes:
         raise ConfigError(
             f"privacy.k must lie in [2, {num_classes}] for {cfg.dataset.name} "
             f"({num_classes} classes), got {privacy.k}"
         )
-    for name in ("iterations", "batch_size"):
+    for name in ("iterations", "batch_size", "steps_per_iteration"):
         if name in cfg.method and cfg.method[name] < 1:
             raise ConfigError(f"method.{name} must be >= 1, got {cfg.method[name]}")
 

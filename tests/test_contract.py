@@ -26,7 +26,7 @@ TINY = {
               "method.batch_size=32", "method.generator_iterations=3", "method.vae_epochs=1",
               "method.synthetic_count=200", "method.latent_dim=4"] for name in ("dgd", "dgd_plus")},
 }
-NON_PRIVATE = {("teacher", "label"), ("dfkd", "label"), ("dpsd", "none")}
+NON_PRIVATE = {("teacher", "label"), ("dfkd", "label"), ("kd_data", "label"), ("dpsd", "none")}
 # Methods whose mechanism has no label mode run under their own privacy group.
 PRIVACY = {"dpdfd": "data", "dpdfd_direct": "data"}
 CASES = [(name, PRIVACY.get(name, "label")) for name in METHODS.names()] + [("dpsd", "none")]

@@ -122,7 +122,7 @@ def test_bad_switches_are_config_errors():
     with pytest.raises(ConfigError, match="synthetic, private"):
         plan_dgd_ledger(dgd_cfg("method.vae_data=public"), DIGITS)
     with pytest.raises(ConfigError, match="privacy=label"):
-        plan_dgd_ledger(dgd_cfg("privacy=none"), DIGITS)
+        plan_dgd_ledger(dgd_cfg("privacy=data"), DIGITS)
 
 
 @pytest.fixture(scope="module")

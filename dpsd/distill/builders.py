@@ -18,8 +18,10 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
 
 
 def build_student_and_generator(cfg: DictConfig, info: DataInfo, device: torch.device) -> tuple[nn.Module, nn.Module]:
-    """The configured student and generator, Xavier-initialised (DPSD §IV-A) and on ``device``."""
+    """The configured student and generator, Xavier-initialised (DPSD §IV-A) and on ``device``
+    (``model/generator=gaussian_noise``: fresh N(0, 1) images, no parameters)."""
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
     generator_cfg = cfg.model.generator
-    generator = build_generator(generator_cfg.latent_dim, info.channels, info.image_size, generator_cfg.width)
+    generator = build_generator(generator_cfg.latent_dim, info.channels, info.image_size, generator_cfg.width,
+                                name=generator_cfg.name, seed=int(cfg.seed))
     return xavier_init_(student).to(device), xavier_init_(generator).to(device)

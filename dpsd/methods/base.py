@@ -61,10 +61,16 @@ class Trainer(Protocol):
 class Method:
     """Base class: subclasses implement ``plan_ledger`` and ``fit``.
 
+    ``noise_off`` maps each config key that sets the noise of the method's mechanisms to its
+    no-noise value (``privacy.noiseless=true``, :func:`dpsd.config.switch_noise_off`); empty: the
+    method has no noiseless rung.
+
     Iterative methods also implement ``make_trainer(ctx)``: the object whose ``step()`` is one
     iteration of their algorithm. ``fit`` loops over it and ``python -m dpsd.bench`` times it
     against the same step with ``privacy=none``.
     """
+
+    noise_off: dict[str, float] = {}
 
     def make_trainer(self, ctx: RunContext) -> Trainer:
         raise NotImplementedError(f"{type(self).__name__} has no per-iteration trainer")
@@ -78,5 +84,6 @@ class Method:
 
     @staticmethod
     def total_steps(cfg: DictConfig) -> int:
-        """Length of the progress bar."""
-        return int(cfg.method.iterations)
+        """Steps a run takes (the progress bar's length): ``method.iterations`` T times
+        ``method.steps_per_iteration`` s (issue 13: an iteration read as s steps; 1 where a method has no s)."""
+        return int(cfg.method.iterations) * int(cfg.method.get("steps_per_iteration", 1))

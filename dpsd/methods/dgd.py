@@ -37,8 +37,9 @@ from dpsd.data import DataInfo
 from dpsd.distill.builders import make_optimizer
 from dpsd.distill.generator_losses import generator_loss
 from dpsd.errors import ConfigError
+from dpsd.losses import soft_cross_entropy
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
-from dpsd.models import ConvVAE, build_classifier, build_generator, normalize_code, vae_loss, xavier_init_
+from dpsd.models import ConvVAE, build_classifier, build_generator, generator_trainable, normalize_code, vae_loss, xavier_init_
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
@@ -54,8 +55,8 @@ CODE_PROJECTIONS = ("clamp", "none")
 def check_config(cfg: DictConfig) -> None:
     """One-line ConfigErrors for settings DGD cannot honour."""
     method = cfg.method
-    if cfg.privacy.mode != "label":
-        raise ConfigError(f"method={method.name} needs privacy=label (privacy.query_epsilon is eps_0), got privacy.mode={cfg.privacy.mode!r}")
+    if cfg.privacy.mode not in ("label", "none"):
+        raise ConfigError(f"method={method.name} needs privacy=label (privacy.query_epsilon is eps_0) or none, got privacy.mode={cfg.privacy.mode!r}")
     for key, accepted in (("aggregator", AGGREGATORS), ("vae_data", VAE_DATA), ("code_projection", CODE_PROJECTIONS)):
         if method[key] not in accepted:
             raise ConfigError(f"method.{key} must be one of {', '.join(accepted)}, got {method[key]!r}")
@@ -102,10 +103,23 @@ def latent_release(cfg: DictConfig) -> LaplaceRelease:
                           note="DGD §III-E: each image's normalised VAE code + Lap(2c/eps_1), released once")
 
 
+def private(cfg: DictConfig) -> bool:
+    """Whether the run uses DGD's mechanisms; ``privacy=none`` (the ladder's R3) trains the student on
+    the clean vote shares and the clean latent codes."""
+    return cfg.privacy.mode == "label"
+
+
+def trains_generator(cfg: DictConfig) -> bool:
+    """Whether a generator is trained against the baseline (not with vae_data=private or gaussian_noise)."""
+    return cfg.method.vae_data == "synthetic" and generator_trainable(cfg)
+
+
 def dgd_releases(cfg: DictConfig) -> list[PrivacyEvent]:
-    """Every release a DGD run makes, in the order ``fit`` records them."""
+    """Every release a DGD run makes, in the order ``fit`` records them (none with ``privacy=none``)."""
     releases: list[PrivacyEvent] = []
-    if cfg.method.strict_ledger:
+    if not private(cfg):
+        return releases
+    if cfg.method.strict_ledger and (trains_generator(cfg) or cfg.method.vae_data == "private"):
         model = "generator (trained against the baseline)" if cfg.method.vae_data == "synthetic" else "VAE (trained on private images)"
         releases.append(UnprotectedRelease(count=1, note=f"the {model} learns from private data without noise"))
     releases.append(aggregation_release(cfg))
@@ -129,10 +143,16 @@ def dgd_claim(cfg: DictConfig) -> claims.Claim:
 def plan_dgd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     check_config(cfg)
     method = cfg.method
-    ledger = Ledger(claim=dgd_claim(cfg))
+    ledger = Ledger(claim=dgd_claim(cfg) if private(cfg) else None)
     for release in dgd_releases(cfg):
         ledger.record(release)
-    if method.vae_data == "synthetic":
+    if int(method.steps_per_iteration) > 1:
+        ledger.notes.append(f"method.steps_per_iteration={method.steps_per_iteration}: more student steps on the same "
+                            f"{method.queries} labelled queries; the teacher queries and both ledgers are unchanged")
+    if method.vae_data == "synthetic" and not trains_generator(cfg):
+        ledger.notes.append("model/generator=gaussian_noise: the queries and the VAE's images are N(0, 1) noise; "
+                            "no generator is trained against the baseline")
+    elif method.vae_data == "synthetic":
         ledger.notes.append(
             "the generator is trained against the baseline classifier (all private data) without noise: "
             "the synthetic images, the queries, the VAE and its triples are non-private functions of the "
@@ -189,6 +209,14 @@ def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: T
     return query_votes, test_votes, accuracy
 
 
+def query_targets(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
+    """The student's targets for the queries: one-hot argmax of the noisy votes (Eq. (3)), or with
+    ``privacy=none`` the clean vote shares V_k(x) / n (soft teacher targets, no mechanism)."""
+    if not private(cfg):
+        return votes / votes.sum(dim=1, keepdim=True)
+    return F.one_hot(noisy_votes(votes, cfg, rng).argmax(dim=1), votes.shape[1]).to(votes.dtype)
+
+
 def noisy_votes(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
     """Eq. (3) before its argmax: V_k(x) + Lap(2/eps_0) (DGD) or V_k(x) + N(0, sigma^2) (DGD+)."""
     if cfg.method.aggregator == "laplace":
@@ -198,11 +226,15 @@ def noisy_votes(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
 
 def train_generator(ctx: RunContext) -> nn.Module:
     """Step 2: data-free generator with the baseline as fixed discriminator (DPSD Eq. (8) losses,
-    with the BN-statistics term as configured); fresh latents every iteration."""
+    with the BN-statistics term as configured); fresh latents every iteration. ``gaussian_noise``
+    is returned untrained (it has no parameters)."""
     cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
     baseline = ctx.teachers[0].eval()
-    latent_dim = int(cfg.model.generator.latent_dim)
-    generator = xavier_init_(build_generator(latent_dim, info.channels, info.image_size, cfg.model.generator.width)).to(device)
+    latent_dim, generator_cfg = int(cfg.model.generator.latent_dim), cfg.model.generator
+    generator = xavier_init_(build_generator(latent_dim, info.channels, info.image_size, generator_cfg.width,
+                                             name=generator_cfg.name, seed=int(cfg.seed))).to(device)
+    if not generator_trainable(cfg):
+        return generator.eval()
     optimizer = make_optimizer("adam", generator.parameters(), float(method.generator_lr))
     for _ in range(int(method.generator_iterations)):
         z = torch.randn(int(method.batch_size), latent_dim, generator=ctx.rng, device=device)
@@ -257,6 +289,8 @@ def private_codes(ctx: RunContext, vae: ConvVAE, images: Tensor) -> Tensor:
     onto the decoder's input domain (``code_projection=clamp``: onto [-1, 1]^c, post-processing)."""
     cfg, device = ctx.cfg, ctx.device
     codes = torch.cat([normalize_code(vae.encode(x.to(device))[0]) for x in images.split(512)])
+    if not private(cfg):
+        return codes
     scale = 2 * int(cfg.method.latent_dim) / float(cfg.method.latent_epsilon)
     noisy = codes + mechanisms.laplace_noise(codes, scale, ctx.rng)
     return noisy.clamp(-1, 1) if cfg.method.code_projection == "clamp" else noisy
@@ -297,17 +331,18 @@ def unsupervised_energy(cfg: DictConfig, student: nn.Module, triples: Tensor) ->
     return float(method.tangent_weight) * kl_par + float(method.normal_weight) * kl_perp + float(method.entropy_weight) * entropy
 
 
-def train_student(ctx: RunContext, queries: Tensor, labels: Tensor, triples: Tensor | None) -> tuple[nn.Module, dict[str, float]]:
-    """Step 4: ``method.iterations`` Adam steps of CE on a batch of labelled queries (the supervised
-    energy) plus, with triples, the unsupervised energy on a batch of them."""
+def train_student(ctx: RunContext, queries: Tensor, targets: Tensor, triples: Tensor | None) -> tuple[nn.Module, dict[str, float]]:
+    """Step 4: ``method.iterations`` x ``method.steps_per_iteration`` Adam steps of CE on a batch of
+    labelled queries (the supervised energy; ``targets`` one-hot or soft) plus, with triples, the
+    unsupervised energy on a batch of them."""
     cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
     student = xavier_init_(build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)).to(device)
     optimizer = make_optimizer("adam", student.parameters(), float(method.student_lr))
     batch, metrics = int(method.batch_size), {}
     student.train()
-    for step in range(int(method.iterations)):
+    for step in range(DGD.total_steps(cfg)):
         index = torch.randint(0, len(queries), (min(batch, len(queries)),), generator=ctx.rng, device=device).cpu()
-        supervised = F.cross_entropy(student(queries[index].to(device)), labels[index].to(device))
+        supervised = soft_cross_entropy(student(queries[index].to(device)), targets[index].to(device)).mean()
         loss, metrics = supervised, {"supervised": supervised.item()}
         if triples is not None:
             pick = torch.randint(0, len(triples), (batch,), generator=ctx.rng, device=device).cpu()
@@ -327,6 +362,8 @@ class DGD(Method):
     """DGD; ``method=dgd_plus`` is the same pipeline with Gaussian aggregation (``aggregator``)."""
 
     plan_ledger = staticmethod(plan_dgd_ledger)
+    # Eq. (3)'s Laplace (or DGD+'s Gaussian) vote noise and the latent codes' Laplace noise
+    noise_off = {"privacy.query_epsilon": math.inf, "method.sigma": 0.0, "method.latent_epsilon": math.inf}
 
     def fit(self, ctx: RunContext) -> RunResult:
         cfg, data, method = ctx.cfg, ctx.data, ctx.cfg.method
@@ -349,11 +386,14 @@ class DGD(Method):
             generator = None
             queries, unlabelled = images_of(Subset(data.train, pool[:queries_n])), images_of(Subset(data.train, pool[queries_n:]))
             vae_images, tag = unlabelled, f", pool {method.pool_fraction:g}"
-        if cfg.method.strict_ledger:
-            ctx.ledger.record(dgd_releases(cfg)[0])
+        releases = dgd_releases(cfg)
+        if releases and isinstance(releases[0], UnprotectedRelease):  # strict_ledger: the generator / VAE
+            ctx.ledger.record(releases[0])
         votes, test_votes, member_accuracy = ensemble_votes(ctx, parts, tag, queries)
-        labels = noisy_votes(votes, cfg, ctx.rng).argmax(dim=1)
-        ctx.ledger.record(aggregation_release(cfg))
+        targets = query_targets(votes, cfg, ctx.rng)
+        labels = targets.argmax(dim=1)
+        if private(cfg):
+            ctx.ledger.record(aggregation_release(cfg))
         test_labels = torch.as_tensor([int(y) for _, y in evaluation_split(ctx)], device=test_votes.device)
         metrics["ensemble_test_accuracy"] = float((test_votes.argmax(dim=1) == test_labels).float().mean())
         metrics["member_mean_test_accuracy"] = member_accuracy
@@ -363,9 +403,11 @@ class DGD(Method):
         if uses_vae(cfg):
             vae = train_vae(ctx, vae_images)
             codes = private_codes(ctx, vae, unlabelled)
-            ctx.ledger.record(latent_release(cfg))
+            if private(cfg):
+                ctx.ledger.record(latent_release(cfg))
             triples = make_triples(ctx, vae, codes)
-        student, final = train_student(ctx, queries, labels.cpu(), triples)
+        student, final = train_student(ctx, queries, targets.cpu(), triples)
         metrics.update({f"final_{name}": value for name, value in final.items()})
+        metrics["queries"] = float(queries_n)  # synthetic samples the ensemble labelled
         samples = triples[:64, 0] if triples is not None else queries[:64]
         return RunResult(student=student, generator=generator, ledger=ctx.ledger, samples=samples, metrics=metrics)

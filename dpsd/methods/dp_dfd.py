@@ -30,6 +30,7 @@ from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import generator_loss, student_loss_for_generator
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.models import generator_trainable
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import PrivacyEvent, RandomizedResponseRelease, UnprotectedRelease
@@ -68,6 +69,24 @@ def selection_threshold(cfg: DictConfig, num_classes: int) -> float:
     raise ConfigError(f"method.threshold must be 'paper' (1/(2*classes)) or a number in [0, 1), got {value!r}")
 
 
+def stages(cfg: DictConfig) -> int:
+    """Stages a run makes: ``method.stages`` T times ``method.steps_per_iteration`` (a stage is DP-DFD's
+    iteration; the claim, eps-label-DP per answer, does not depend on the count)."""
+    return int(cfg.method.stages) * int(cfg.method.steps_per_iteration)
+
+
+def pretrain_iterations(cfg: DictConfig) -> int:
+    """Generator pre-training steps (Alg. 1 line 1); none when the generator has no parameters
+    (``model/generator=gaussian_noise``)."""
+    return int(cfg.method.pretrain_iterations) if generator_trainable(cfg) else 0
+
+
+def finetunes_generator(cfg: DictConfig) -> bool:
+    """Whether line 2(d) fine-tunes the generator (on the teacher or with the student's loss)."""
+    method = cfg.method
+    return generator_trainable(cfg) and not (method.finetune_eq2 == "off" and method.generator_loss.student_loss == "off")
+
+
 def steps_per_stage(cfg: DictConfig) -> int:
     """Student updates per stage: ``student_epochs`` passes over the stage's set in minibatches."""
     method = cfg.method
@@ -103,7 +122,7 @@ def label_release(cfg: DictConfig, count: int) -> PrivacyEvent:
 
 def pretrain_release(cfg: DictConfig) -> list[PrivacyEvent]:
     """Alg. 1 line 1: the generator learns from the teacher's raw outputs, no mechanism."""
-    iterations = int(cfg.method.pretrain_iterations)
+    iterations = pretrain_iterations(cfg)
     if not iterations:
         return []
     return [UnprotectedRelease(
@@ -115,7 +134,7 @@ def pretrain_release(cfg: DictConfig) -> list[PrivacyEvent]:
 
 def finetune_release(cfg: DictConfig, count: int) -> list[PrivacyEvent]:
     """Alg. 1 line 2(d) with ``finetune_eq2=teacher``: each fine-tuning step reads the teacher raw."""
-    if cfg.method.finetune_eq2 != "teacher" or not count:
+    if cfg.method.finetune_eq2 != "teacher" or not count or not generator_trainable(cfg):
         return []
     return [UnprotectedRelease(
         count=count,
@@ -127,22 +146,21 @@ def plan_dp_dfd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     """Every release of a DP-DFD run: pre-training, T * samples_per_stage labels, fine-tuning."""
     check_config(cfg)
     method = cfg.method
-    stages = int(method.stages)
     ledger = Ledger()
     for event in pretrain_release(cfg):
         ledger.record(event)
     if cfg.privacy.mode == "label":
-        ledger.record(label_release(cfg, stages * int(method.samples_per_stage)))
+        ledger.record(label_release(cfg, stages(cfg) * int(method.samples_per_stage)))
         ledger.claim = claims.dp_dfd_label_dp(float(cfg.privacy.query_epsilon))
         ledger.notes.append(
             "DP-DFD claims eps-label-DP for the labels alone (queried once per sample and reused)"
             + (": the generator pre-training with the teacher (Alg. 1 line 1) is not covered by the "
                "stated guarantee; the paper argues only informally that the synthetic data leak nothing"
-               if int(method.pretrain_iterations) else "")
+               if pretrain_iterations(cfg) else "")
         )
-    for event in finetune_release(cfg, stages * steps_per_stage(cfg)):
+    for event in finetune_release(cfg, stages(cfg) * steps_per_stage(cfg)):
         ledger.record(event)
-    if method.finetune_eq2 == "teacher" or int(method.pretrain_iterations):
+    if finetune_release(cfg, 1) or pretrain_iterations(cfg):
         ledger.notes.append(
             "eps_rigorous = inf: the generator learns from the teacher's raw outputs (pre-training"
             + (" and fine-tuning" if method.finetune_eq2 == "teacher" else "")
@@ -193,7 +211,9 @@ class DPDFDTrainer:
         self.teacher = ctx.teachers[0].eval()
         self.student, self.generator = build_student_and_generator(cfg, info, device)
         self.student_opt = make_optimizer(method.optimizer, self.student.parameters(), method.student_lr)
-        self.generator_opt = make_optimizer(method.optimizer, self.generator.parameters(), method.generator_lr)
+        if generator_trainable(cfg):
+            self.generator_opt = make_optimizer(method.optimizer, self.generator.parameters(), method.generator_lr)
+        self.queries = 0  # teacher queries made (samples labelled)
         self.annotate = SelectiveAnnotator(cfg, info.num_classes, rng)
         self.steps_per_stage = steps_per_stage(cfg)
         self.position = 0  # steps taken in the current stage
@@ -211,8 +231,7 @@ class DPDFDTrainer:
 
     def pretrain(self) -> None:
         """Alg. 1 line 1: minimise Eq. (2) with the teacher as fixed discriminator, fresh z each step."""
-        iterations = int(self.cfg.method.pretrain_iterations)
-        for _ in range(iterations):
+        for _ in range(pretrain_iterations(self.cfg)):
             self._generator_step(generator_loss(self.cfg, self.teacher, self.generator(self._latents(self.batch_size))))
         for event in pretrain_release(self.cfg):
             self.ctx.ledger.record(event)
@@ -228,6 +247,7 @@ class DPDFDTrainer:
             samples.append(x)
             targets.append(self.annotate(self.teacher(x), self.student(x)))
         self.samples, self.targets = torch.cat(samples), torch.cat(targets)
+        self.queries += count
         if self.cfg.privacy.mode == "label":
             self.ctx.ledger.record(label_release(self.cfg, count))
 
@@ -266,7 +286,7 @@ class DPDFDTrainer:
         current generator; Eq. (2) on the teacher (``finetune_eq2``) plus the student's loss on the
         private labels (``generator_loss.student_loss``, DPSD's L_s term). None when both are off."""
         cfg = self.cfg
-        if cfg.method.finetune_eq2 == "off" and cfg.method.generator_loss.student_loss == "off":
+        if not finetunes_generator(cfg):
             return None
         samples = self.generator(self.latents[index])
         loss = student_loss_for_generator(cfg, self.student, samples, self.targets[index])
@@ -284,10 +304,11 @@ class DPDFD(Method):
     """DP-DFD, Alg. 1: teacher-pretrained generator, T stages of once-labelled synthetic sets."""
 
     plan_ledger = staticmethod(plan_dp_dfd_ledger)
+    noise_off = {"privacy.query_epsilon": math.inf}  # selective RR keeps the truth whenever it is in I
 
     @staticmethod
     def total_steps(cfg: DictConfig) -> int:
-        return int(cfg.method.stages) * steps_per_stage(cfg)
+        return stages(cfg) * steps_per_stage(cfg)
 
     def make_trainer(self, ctx: RunContext) -> DPDFDTrainer:
         return DPDFDTrainer(ctx)
@@ -300,5 +321,5 @@ class DPDFD(Method):
             ctx.progress(step, metrics)
         return RunResult(
             student=trainer.student, generator=trainer.generator, ledger=ctx.ledger, samples=trainer.sample_grid(),
-            metrics={f"final_{name}": value for name, value in metrics.items()},
+            metrics={**{f"final_{name}": value for name, value in metrics.items()}, "queries": float(trainer.queries)},
         )

@@ -42,7 +42,7 @@ from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, output
 from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
 from dpsd.methods.base import RunContext, register_method
-from dpsd.methods.dpsd import DPSD, DPSDTrainer
+from dpsd.methods.dpsd import DPSD, DPSDTrainer, steps_note
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
@@ -112,13 +112,14 @@ def plan_dpdfd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     check_config(cfg)
     method, privacy = cfg.method, cfg.privacy
     ledger = Ledger()
-    iterations = int(method.iterations)
+    iterations, steps = int(method.iterations), DPDFD.total_steps(cfg)
     if method.train_on == "private":
-        events = direct_releases(cfg, iterations)
+        events = direct_releases(cfg, steps)
     else:
-        events = dpdfd_releases(cfg, info, iterations)
+        events = dpdfd_releases(cfg, info, steps)
     for event in events:
         ledger.record(event)
+    steps_note(cfg, ledger)
     if privacy.mode != "data":
         return ledger
     n = int(method.teachers) if method.theorem3_n == "teachers" else info.num_classes
@@ -147,8 +148,8 @@ class DPDFDAnnotator(PrivateAnnotator):
     """A_{C,sigma} of Eq. (4) on DPDFD's L_T: no top-k operator, argmax teacher labels (§4.2)."""
 
     def __call__(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
-        if self.privacy.mode == "none":  # non-private: the members' mean target, as it is
-            return self.teacher_targets(teacher_logits.reshape(-1, *student_logits.shape)).mean(dim=0)
+        if self.privacy.mode == "none":  # the ladder's R3: no mechanism, the members' mean soft output
+            return F.softmax(teacher_logits.reshape(-1, *student_logits.shape), dim=-1).mean(dim=0)
         return super().__call__(teacher_logits, student_logits)
 
     def teacher_targets(self, teacher_logits: Tensor) -> Tensor:
@@ -209,6 +210,7 @@ class DirectTrainer:
     """
 
     generator = None
+    queries = 0  # the labels are the private data's own: no teacher query
 
     def __init__(self, ctx: RunContext) -> None:
         cfg, info = ctx.cfg, ctx.info

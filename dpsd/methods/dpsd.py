@@ -11,6 +11,7 @@ Readings where the paper is ambiguous are config switches; see ``conf/method/dps
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -23,6 +24,7 @@ from dpsd.distill.annotators import PrivateAnnotator, output_gradient_release
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import generator_loss, student_loss_for_generator
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.models import generator_trainable
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import PrivacyEvent, RandomizedResponseRelease, UnprotectedRelease
@@ -51,7 +53,7 @@ def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Priv
         ))
     elif privacy.mode == "data":
         releases.append(output_gradient_release(cfg, iterations))
-    if cfg.method.discriminator == "teacher":
+    if cfg.method.discriminator == "teacher" and generator_trainable(cfg):
         releases.append(UnprotectedRelease(
             count=iterations,
             note="DPSD-T generator update from the teacher's raw outputs: the generator, its "
@@ -64,8 +66,9 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     """The whole run's releases (b * T teacher answers), the paper's claim and the caveats."""
     privacy, method = cfg.privacy, cfg.method
     ledger = Ledger()
-    for release in dpsd_releases(cfg, info, int(method.iterations)):
+    for release in dpsd_releases(cfg, info, DPSD.total_steps(cfg)):
         ledger.record(release)
+    steps_note(cfg, ledger)
     if privacy.mode == "label":
         ledger.claim = claims.dpsd_theorem2(float(privacy.query_epsilon))
         if privacy.rr_domain == "all":
@@ -79,13 +82,25 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
             beta=float(privacy.beta), num_classes=info.num_classes, batch_size=int(method.batch_size),
             iterations=int(method.iterations), sigma=float(privacy.sigma), delta=float(privacy.delta),
         )
-    if method.discriminator == "teacher":
+    if method.discriminator == "teacher" and generator_trainable(cfg):
         ledger.notes.append(
             "DPSD-T (§IV-F.3): the generator learns from the teacher's raw outputs, so it carries no "
             "DP guarantee; the synthetic samples the student learns from come from it, so the "
             "rigorous ledger covers neither (eps_rigorous = inf); the claim is the paper's, for the labels"
         )
     return ledger
+
+
+def steps_note(cfg: DictConfig, ledger: Ledger) -> None:
+    """With ``method.steps_per_iteration`` s > 1 the rigorous ledger counts all T * s steps' queries,
+    while the paper's formula (the claim) keeps its T iterations."""
+    steps = int(cfg.method.steps_per_iteration)
+    if steps > 1:
+        ledger.notes.append(
+            f"method.steps_per_iteration={steps}: an iteration is {steps} steps, each querying the teacher; "
+            f"eps_rigorous counts every query of the {int(cfg.method.iterations) * steps} steps, eps_claimed "
+            f"keeps the paper's formula at T = {int(cfg.method.iterations)} iterations"
+        )
 
 
 class DPSDTrainer:
@@ -99,12 +114,16 @@ class DPSDTrainer:
         self.ctx, self.cfg, self.info, self.rng = ctx, cfg, info, rng
         self.teacher = ctx.teachers[0].eval()
         self.student, self.generator = build_student_and_generator(cfg, info, device)
+        # gaussian_noise has no parameters and ignores its latents: no generator update at all
+        self.trains_generator = generator_trainable(cfg)
         self.latents = torch.randn(
             int(method.batch_size), int(cfg.model.generator.latent_dim), generator=rng, device=device
-        ).requires_grad_(method.latents == "trainable")
+        ).requires_grad_(method.latents == "trainable" and self.trains_generator)
         self.student_opt = make_optimizer(method.optimizer, self.student.parameters(), method.student_lr)
-        generator_params = list(self.generator.parameters()) + ([self.latents] if self.latents.requires_grad else [])
-        self.generator_opt = make_optimizer(method.optimizer, generator_params, method.generator_lr)
+        if self.trains_generator:
+            generator_params = list(self.generator.parameters()) + ([self.latents] if self.latents.requires_grad else [])
+            self.generator_opt = make_optimizer(method.optimizer, generator_params, method.generator_lr)
+        self.queries = 0  # teacher queries made (samples annotated)
         self.annotate = PrivateAnnotator(cfg, info.num_classes, rng)
         self.query = query or self.query_teacher
         self.discriminator = self.teacher if method.discriminator == "teacher" else self.student
@@ -120,6 +139,7 @@ class DPSDTrainer:
         # (2) private annotation: the only place the teacher is queried.
         with torch.no_grad():
             targets = self.query(samples, self.student(samples))
+        self.queries += len(samples)
         for release in self.releases(1):
             ledger.record(release)
         # (3) student update, Eq. (7).
@@ -128,6 +148,8 @@ class DPSDTrainer:
             self.student_opt.zero_grad(set_to_none=True)
             student_loss.backward()
             self.student_opt.step()
+        if not self.trains_generator:
+            return {"student_loss": student_loss.item()}
         # (4) generator and latent update with L_s + L_g (Alg. 1 line 6), on the updated student.
         gen_loss = generator_loss(cfg, self.discriminator, samples)
         gen_loss = gen_loss + student_loss_for_generator(cfg, self.student, samples, targets)
@@ -156,6 +178,8 @@ class DPSD(Method):
     """Alg. 1; ``method=dpsd_t`` is the same algorithm with the teacher as discriminator."""
 
     plan_ledger = staticmethod(plan_dpsd_ledger)
+    # Eq. (4)-(5) with eps = inf keeps the truth inside the student's top-k; Eq. (3) with sigma = 0
+    noise_off = {"privacy.query_epsilon": math.inf, "privacy.sigma": 0.0}
 
     def make_trainer(self, ctx: RunContext) -> DPSDTrainer:
         return DPSDTrainer(ctx)
@@ -163,10 +187,10 @@ class DPSD(Method):
     def fit(self, ctx: RunContext) -> RunResult:
         trainer = self.make_trainer(ctx)
         metrics: dict[str, float] = {}
-        for step in range(int(ctx.cfg.method.iterations)):
+        for step in range(self.total_steps(ctx.cfg)):
             metrics = trainer.step()
             ctx.progress(step, metrics)
         return RunResult(
             student=trainer.student, generator=trainer.generator, ledger=ctx.ledger, samples=trainer.sample_grid(),
-            metrics={f"final_{name}": value for name, value in metrics.items()},
+            metrics={**{f"final_{name}": value for name, value in metrics.items()}, "queries": float(trainer.queries)},
         )

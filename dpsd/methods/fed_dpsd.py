@@ -29,7 +29,7 @@ from dpsd.data import DataInfo
 from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
-from dpsd.methods.dpsd import DPSDTrainer, dpsd_releases, plan_dpsd_ledger
+from dpsd.methods.dpsd import DPSD, DPSDTrainer, dpsd_releases, plan_dpsd_ledger
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import PrivacyEvent, UnprotectedRelease
@@ -259,6 +259,7 @@ class FedDPSD(Method):
     """Alg. 2: DPSD's server loop with the clients' averaged privatised answers as annotations."""
 
     plan_ledger = staticmethod(plan_fed_dpsd_ledger)
+    noise_off = DPSD.noise_off
 
     def make_trainer(self, ctx: RunContext) -> DPSDTrainer:
         cfg, data, device = ctx.cfg, ctx.data, ctx.device
@@ -290,7 +291,7 @@ class FedDPSD(Method):
         trainer = self.make_trainer(ctx)
         metrics: dict[str, float] = {}
         try:
-            for step in range(int(ctx.cfg.method.iterations)):
+            for step in range(self.total_steps(ctx.cfg)):
                 metrics = trainer.step()
                 ctx.progress(step, metrics)
             client_ledgers = trainer.clients.ledgers()
@@ -299,5 +300,6 @@ class FedDPSD(Method):
         metrics = {f"final_{name}": value for name, value in metrics.items()}
         metrics["clients"] = float(len(client_ledgers))
         metrics["smallest_client_records"] = float(min(trainer.partition_sizes))
+        metrics["queries"] = float(trainer.queries)  # samples annotated, each answered by every client
         return RunResult(student=trainer.student, generator=trainer.generator, ledger=ctx.ledger,
                          samples=trainer.sample_grid(), metrics=metrics)

@@ -12,7 +12,8 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from dpsd.models.generators import Generator
+from dpsd.errors import ConfigError
+from dpsd.models.generators import GaussianNoise, Generator
 from dpsd.models.vae import ConvVAE, normalize_code, vae_loss
 from dpsd.registry import Registry
 
@@ -28,9 +29,12 @@ __all__ = [
     "ARCHITECTURES",
     "ClassifierBuilder",
     "ConvVAE",
+    "GENERATORS",
+    "GaussianNoise",
     "Generator",
     "build_classifier",
     "build_generator",
+    "generator_trainable",
     "normalize_code",
     "penultimate_features",
     "vae_loss",
@@ -49,9 +53,28 @@ def build_classifier(
     return ARCHITECTURES.get(arch)(channels, image_size, num_classes, pretrained)
 
 
-def build_generator(latent_dim: int, channels: int, image_size: int, width: int = 64) -> Generator:
-    """The DCGAN-style generator of DAFL / DPDFD §3 / DPSD Alg. 1, sized to the dataset."""
-    return Generator(latent_dim, channels, image_size, width)
+GENERATORS = {"dcgan": Generator, "gaussian_noise": GaussianNoise}
+
+
+def build_generator(
+    latent_dim: int, channels: int, image_size: int, width: int = 64, name: str = "dcgan", seed: int = 0
+) -> Generator | GaussianNoise:
+    """``model/generator=<name>``: ``dcgan``, the DCGAN-style generator of DAFL / DPDFD §3 / DPSD
+    Alg. 1 sized to the dataset, or ``gaussian_noise``, fresh N(0, 1) images (the ladder's R2)."""
+    if name == "gaussian_noise":
+        return GaussianNoise(channels, image_size, seed)
+    return generator_class(name)(latent_dim, channels, image_size, width)
+
+
+def generator_class(name: str) -> type[nn.Module]:
+    if name not in GENERATORS:
+        raise ConfigError(f"unknown model.generator.name {name!r}; known: {', '.join(GENERATORS)}")
+    return GENERATORS[name]
+
+
+def generator_trainable(cfg) -> bool:
+    """Whether the configured ``model.generator`` has parameters a method trains (``gaussian_noise`` has none)."""
+    return bool(generator_class(cfg.model.generator.name).trainable)
 
 
 def penultimate_features(model: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:

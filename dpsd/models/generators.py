@@ -1,14 +1,17 @@
-"""The synthetic-data generator Φg of DPSD Alg. 1 and DPDFD §3 (Fig. 1).
+"""The synthetic-data generator Φg of DPSD Alg. 1 and DPDFD §3 (Fig. 1), and the ladder's R2 stand-in.
 
 Both papers take the DCGAN-style generator of DAFL (Chen et al., ICCV 2019): a linear projection
 of the latent code to a (2·width)-channel map of a quarter of the image side, two ×2 upsampling
-conv blocks, and a conv to the image channels squashed by tanh.
+conv blocks, and a conv to the image channels squashed by tanh. :class:`GaussianNoise`
+(``model/generator=gaussian_noise``) replaces it with fresh N(0, 1) images and no parameters: the
+ladder's rung R2, "KD on pure noise" (DAFL, Chen et al. 2019, §4.1: 88% on MNIST).
 """
 
 from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 
 from dpsd.errors import ConfigError
@@ -21,6 +24,8 @@ class Generator(nn.Module):
     LeakyReLU(0.2) → Upsample×2 → Conv 3x3 (2w→w) → BN → LeakyReLU(0.2) → Conv 3x3 (w→C) → tanh,
     then a centre crop from 4s to S when S is not a multiple of 4 (cropping keeps the range).
     """
+
+    trainable = True  # a method trains its parameters (see GaussianNoise)
 
     def __init__(self, latent_dim: int, channels: int, image_size: int, width: int = 64) -> None:
         super().__init__()
@@ -53,3 +58,25 @@ class Generator(nn.Module):
         x = self.blocks(x)
         start = (4 * self.init_size - self.image_size) // 2
         return x[..., start : start + self.image_size, start : start + self.image_size]
+
+
+class GaussianNoise(nn.Module):
+    """No generator at all: ``forward(z)`` returns ``len(z)`` fresh N(0, 1) images (C, S, S), ignoring
+    the latent values. It has no parameters (``trainable = False``): a method's generator update is
+    skipped, not run on nothing. Its randomness is its own generator, seeded by ``seed``, so a run
+    is reproducible and the method's other draws are unchanged in number."""
+
+    trainable = False
+
+    def __init__(self, channels: int, image_size: int, seed: int = 0) -> None:
+        super().__init__()
+        if min(channels, image_size) < 1:
+            raise ConfigError(f"gaussian_noise sizes must be positive, got channels={channels}, image_size={image_size}")
+        self.channels, self.image_size, self.seed = channels, image_size, seed
+        self._rng: torch.Generator | None = None
+
+    def forward(self, z: Tensor) -> Tensor:
+        if self._rng is None or self._rng.device != z.device:
+            self._rng = torch.Generator(device=z.device).manual_seed(self.seed)
+        shape = (z.shape[0], self.channels, self.image_size, self.image_size)
+        return torch.randn(shape, generator=self._rng, device=z.device, dtype=z.dtype)

@@ -56,6 +56,8 @@ def dpsd_theorem1(
     increasing in q, negative at q = 1 and positive at ``q = 1 + sqrt(log(1/delta) / a)``; the
     unique root is the minimiser.
     """
+    if sigma == 0 and beta > 0:  # the formula at sigma = 0 (privacy.noiseless): no privacy
+        return Claim(epsilon=math.inf, delta=delta, notion="(eps, delta)-DP", source="DPSD Theorem 1")
     if not (beta > 0 and sigma > 0 and math.isfinite(beta) and math.isfinite(sigma)):
         raise ConfigError(f"dpsd_theorem1: beta and sigma must be positive and finite, got {beta!r}, {sigma!r}")
     for name, value in (("num_classes", num_classes), ("batch_size", batch_size), ("iterations", iterations)):
@@ -121,6 +123,8 @@ def pate_gnmax_data_independent(queries: int, sigma: float, delta: float) -> flo
     """PATE+ (Papernot et al. 2018, Prop. 8 and Thm. 5), data-independent: GNMax answers are
     (lambda, lambda / sigma^2)-RDP each, so eps = min over integer lambda in [2, 256] of
     ``queries * lambda / sigma^2 + ln(1/delta) / (lambda - 1)``."""
+    if sigma == 0:  # no noise (privacy.noiseless): no privacy
+        return math.inf
     log_inv_delta = math.log(1 / delta)
     return min(queries * order / sigma**2 + log_inv_delta / (order - 1) for order in range(2, 257))
 
@@ -140,6 +144,8 @@ def dpdfd_theorem3(
     the paper (``method.theorem3_n`` in conf/method/dpdfd.yaml offers the number of classes, the c
     of DPSD Theorem 1, as the other reading).
     """
+    if sigma == 0 and norm_bound > 0:  # the formula at sigma = 0 (privacy.noiseless): no privacy
+        return Claim(epsilon=math.inf, delta=delta, notion="(eps, delta)-DP", source="DPDFD Theorem 3")
     if not (norm_bound > 0 and sigma > 0 and math.isfinite(norm_bound) and math.isfinite(sigma)):
         raise ConfigError(f"dpdfd_theorem3: C and sigma must be positive and finite, got {norm_bound!r}, {sigma!r}")
     for name, value in (("n", teachers), ("batch_size", batch_size), ("iterations", iterations)):

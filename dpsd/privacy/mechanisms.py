@@ -92,6 +92,8 @@ def laplace_noise(like: Tensor, scale: float, rng: torch.Generator) -> Tensor:
     """I.i.d. Laplace(0, ``scale``) noise shaped like ``like`` (PATE's LNMax, scale 1/gamma; DGD
     Eq. (3), scale 2/eps_0; DGD's latent codes, scale 2c/eps_1), by inverse CDF of one uniform
     draw in [-1/2, 1/2) per entry."""
+    if scale == 0:  # no noise (privacy.noiseless); the inverse CDF below would give 0 * inf at u = -1/2
+        return torch.zeros_like(like)
     uniform = torch.rand(like.shape, generator=rng, device=like.device) - 0.5
     return (-torch.sign(uniform) * torch.log1p(-2 * uniform.abs()) * scale).to(like.dtype)
 
