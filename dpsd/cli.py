@@ -17,9 +17,13 @@
                                      plots, sample grids and index.html, from the recorded runs
     dpsd reproduce [--scale smoke|paper] [--only SPEC ...] [--dry-run] [overrides]
                                      the sweeps (whatever is missing), then the report
+    dpsd sync [results/fallback] [--to URI]
+                                     copy the runs a tracking server missed (kept in the local
+                                     fallback store) to it
 
 Overrides are Hydra's: ``dataset=mnist data.root=../shared/data privacy=label privacy.epsilon=1``.
-A bad setting ends the command with one line on stderr and exit status 2.
+A bad setting ends the command with one line on stderr and exit status 2; a fault outside the config
+(tracking server away, NaN loss) with one line and exit status 1.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import math
 import sys
 from typing import Any
 
-from dpsd.errors import ConfigError
+from dpsd.errors import ConfigError, Fault
 
 
 def _json_default(value: Any) -> Any:
@@ -73,6 +77,10 @@ def print_summary(summary: dict[str, Any]) -> None:
             f"MLflow run {summary['run_id']} in {summary['tracking_uri']}",
             f"  open with: mlflow ui --host 127.0.0.1 --backend-store-uri {summary['tracking_uri']}",
         ]
+    if summary.get("tracking_fallback"):
+        folder = summary["tracking_uri"].removeprefix("sqlite:///").removesuffix("/mlflow.db")
+        lines += [f"not recorded on the server ({summary['tracking_fallback']}): the run is in the local fallback store",
+                  f"  push it once the server is back: dpsd sync {folder}"]
     print("\n".join(lines))
 
 
@@ -262,8 +270,21 @@ def cmd_reproduce(args: list[str]) -> int:
     return 1 if any(summary["failed"] for summary in result["sweeps"]) else 0
 
 
+def cmd_sync(args: list[str]) -> None:
+    from dpsd.tracking import sync_runs
+
+    parser = argparse.ArgumentParser(prog="dpsd sync", description="copy fallback runs to their tracking server")
+    parser.add_argument("fallback", nargs="?", default="results/fallback", help="the fallback store's folder")
+    parser.add_argument("--to", help="the target tracking URI (default: the one each run was meant for)")
+    parsed = parser.parse_args(args)
+    copied = sync_runs(parsed.fallback, parsed.to)
+    for local, uri, remote in copied:
+        print(f"{local} -> {remote} in {uri}")
+    print(f"synced {len(copied)} run(s)")
+
+
 COMMANDS = {"run": cmd_run, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report, "audit": cmd_audit,
-            "sweep": cmd_sweep, "report": cmd_report, "reproduce": cmd_reproduce}
+            "sweep": cmd_sweep, "report": cmd_report, "reproduce": cmd_reproduce, "sync": cmd_sync}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"dpsd {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except Fault as err:
+        print(f"dpsd {args.command}: error: {err}", file=sys.stderr)
+        return 1
     return status or 0
 
 

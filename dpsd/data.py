@@ -3,8 +3,10 @@
 Every item is ``(x, y)``: ``x`` a float32 ``C x H x W`` tensor scaled to [-1, 1], ``y`` an int.
 Small datasets (digits, MNIST, Fashion-MNIST, CIFAR, MedMNIST) are held in memory as tensors;
 CelebA, COVIDx and ImageNet stay on disk and are decoded, resized and center-cropped on access.
-File-based loaders read from ``data.root`` (each docstring gives its layout) and report missing
-files as one :class:`~dpsd.errors.ConfigError` line naming the files and folder they expected.
+File-based loaders read from ``data.root`` (each docstring gives its layout), report missing
+files as one :class:`~dpsd.errors.ConfigError` line naming the files and folder they expected, and
+check the files that are there first (:mod:`dpsd.datafiles`): a truncated or corrupt one is a
+:class:`~dpsd.datafiles.DataCorrupt` line naming it and what is wrong.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset, TensorDataset
 from torchvision import datasets, transforms
+from torchvision.datasets import celeba, cifar
 
+from dpsd.datafiles import check_celeba, check_cifar, check_idx, check_images, image_loader, read_npz
 from dpsd.errors import ConfigError
 from dpsd.registry import Registry
 
@@ -215,6 +219,7 @@ def load_digits(root: Path | None, download: bool, image_size: int) -> DataSplit
 def _load_idx(name: str, dataset_cls, root: Path | None, download: bool, image_size: int) -> DataSplits:
     root = _require_root(name, root)
     files = ", ".join(Path(file).stem for file, _ in dataset_cls.resources)
+    check_idx(root / dataset_cls.__name__ / "raw", ("train", "t10k"), 28, _INFO[name]()[0])
     with _expecting(name, f"the raw IDX files {files}", root / dataset_cls.__name__ / "raw", download):
         train, test = (dataset_cls(root, train=is_train, download=download) for is_train in (True, False))
     return _memory_splits(name, (train.data, train.targets), (test.data, test.targets), train.classes, image_size)
@@ -237,6 +242,9 @@ def load_fmnist(root: Path | None, download: bool, image_size: int) -> DataSplit
 def _load_cifar(name: str, dataset_cls, root: Path | None, download: bool, image_size: int) -> DataSplits:
     root = _require_root(name, root)
     batches = [file for file, _ in dataset_cls.train_list + dataset_cls.test_list] + [dataset_cls.meta["filename"]]
+    label_key = "fine_labels" if dataset_cls is datasets.CIFAR100 else "labels"
+    check_cifar(root / dataset_cls.base_folder, dataset_cls.train_list + dataset_cls.test_list, dataset_cls.meta,
+                label_key, _INFO[name]()[0], cifar.check_integrity)
     with _expecting(name, f"the python batches {', '.join(batches)}", root / dataset_cls.base_folder, download):
         train, test = (dataset_cls(root, train=is_train, download=download) for is_train in (True, False))
     return _memory_splits(name, (train.data, train.targets), (test.data, test.targets), train.classes, image_size)
@@ -274,6 +282,9 @@ def _load_celeba(name, labeller, class_names, root: Path | None, download: bool,
     root = _require_root(name, root)
     files = ["img_align_celeba/"] + [file for _, _, file in datasets.CelebA.file_list if not file.endswith(".zip")]
     transform = _image_transform(image_size)
+    tables = [(file, md5, file not in ("list_eval_partition.txt", "identity_CelebA.txt"))
+              for _, md5, file in datasets.CelebA.file_list if not file.endswith(".zip")]
+    check_celeba(root / datasets.CelebA.base_folder, tables, celeba.check_integrity)
     with _expecting(name, ", ".join(files), root / datasets.CelebA.base_folder, download):
         train, test = (
             datasets.CelebA(root, split=split, target_type="attr", transform=transform, download=download)
@@ -342,8 +353,10 @@ def load_medmnist(
         if download:
             folder.mkdir(parents=True, exist_ok=True)
             getattr(medmnist, info["python_class"])(split="train", root=str(folder), download=True, size=28)
-        with np.load(folder / f"{flag}.npz") as arrays:
-            train, test = ((arrays[f"{s}_images"], arrays[f"{s}_labels"]) for s in ("train", "test"))
+        if not (folder / f"{flag}.npz").is_file():
+            raise FileNotFoundError(folder / f"{flag}.npz")
+    arrays = read_npz(folder / f"{flag}.npz", ("train", "test"), info["n_channels"], len(info["label"]))
+    train, test = ((arrays[f"{s}_images"], arrays[f"{s}_labels"]) for s in ("train", "test"))
     class_names = [info["label"][str(i)] for i in range(len(info["label"]))]
     return _memory_splits("medmnist", train, test, class_names, image_size)
 
@@ -358,7 +371,8 @@ def load_covidx(root: Path | None, download: bool, image_size: int) -> DataSplit
     _refuse_download("covidx", expected, folder, download)
     transform = _image_transform(image_size)
     with _expecting("covidx", expected, folder, download, _SET_ROOT_NO_DOWNLOAD):
-        train, test = (datasets.ImageFolder(folder / s, transform=transform) for s in ("train", "test"))
+        train, test = (datasets.ImageFolder(folder / s, transform=transform, loader=image_loader) for s in ("train", "test"))
+    check_images(Path(path) for path, _ in train.samples + test.samples)
     if train.classes != test.classes:
         raise ConfigError(f"covidx: class folders differ between train ({train.classes}) and test ({test.classes})")
     return _lazy_splits("covidx", _whole_folder(train), _whole_folder(test), train.classes, image_size)
@@ -376,6 +390,8 @@ def load_imagenet(root: Path | None, download: bool, image_size: int) -> DataSpl
     _refuse_download("imagenet", expected, folder, download)
     transform = _image_transform(image_size)
     with _expecting("imagenet", expected, folder, download, _SET_ROOT_NO_DOWNLOAD):
-        train, test = (datasets.ImageNet(folder, split=s, transform=transform) for s in ("train", "val"))
+        train, test = (datasets.ImageNet(folder, split=s, transform=transform, loader=image_loader)
+                       for s in ("train", "val"))
+    check_images(Path(path) for path, _ in train.samples + test.samples)
     class_names = [synonyms[0] for synonyms in train.classes]
     return _lazy_splits("imagenet", _whole_folder(train), _whole_folder(test), class_names, image_size)

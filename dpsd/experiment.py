@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from dpsd.config import resolve_paths, validate
 from dpsd.data import data_info, load_dataset
+from dpsd.errors import ConfigError, Fault
 from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
 from dpsd.privacy.accounting import Ledger
@@ -23,11 +24,35 @@ from dpsd.privacy_ops.calibrate import calibrate, noise_parameter
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 
 
+def available_devices() -> list[str]:
+    """The devices torch can use here: ``cpu``, then ``cuda:0`` ... and ``mps`` where present."""
+    mps = getattr(torch.backends, "mps", None)
+    return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count())),
+            *(["mps"] if mps is not None and mps.is_available() else [])]
+
+
 def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA where there is one and the CPU otherwise."""
+    """``auto`` picks CUDA where there is one and the CPU otherwise; a device that is not here
+    (``cuda`` without a GPU, ``cuda:3`` on a two-GPU machine) is a ConfigError listing those that are."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device {name!r} is not a device name; here: {', '.join(available_devices())}") from None
+    index = 0 if device.index is None else device.index
+    present = {"cpu": True, "cuda": index < torch.cuda.device_count(), "mps": "mps" in available_devices()}
+    if not present.get(device.type, False):
+        raise ConfigError(f"device {name!r} is not on this machine; here: {', '.join(available_devices())}")
+    return device
+
+
+def check_finite(step: int, metrics: dict[str, float]) -> None:
+    """Stop the run at the first NaN or infinite loss term a method reports, naming the step."""
+    bad = {name: value for name, value in metrics.items() if not math.isfinite(value)}
+    if bad:
+        terms = ", ".join(f"{name} = {value}" for name, value in bad.items())
+        raise Fault(f"step {step}: {terms}; the run stopped instead of training on")
 
 
 def privacy_report(cfg: DictConfig) -> dict[str, Any]:
@@ -57,6 +82,10 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
     validate(cfg)
     cfg = resolve_paths(calibrate(cfg))  # the solved noise is part of the logged config
     device = resolve_device(cfg.device)
+    if cfg.tracking.enabled:
+        from dpsd.tracking import check_tracking
+
+        check_tracking(cfg)
     torch.manual_seed(int(cfg.seed))
     data = load_data(cfg)
     method_cls = METHODS.get(cfg.method.name)
@@ -70,6 +99,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
     with tqdm(total=method_cls.total_steps(cfg), desc=cfg.method.name, unit="it", disable=None if show_progress else True) as bar:
 
         def progress(step: int, metrics: dict[str, float]) -> None:
+            check_finite(step, metrics)
             bar.set_postfix({k: f"{v:.3f}" for k, v in metrics.items()})
             bar.update()
 
@@ -99,8 +129,8 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
                 # tags keep what metrics cannot: an infinite epsilon, the ledger's words
                 **{key: str(privacy[key]) for key in ("eps_claimed", "eps_rigorous", "claimed_notion",
                                                        "claimed_source", "accountant")}}
-        summary["run_id"] = tracking.record_run(cfg, _loggable(metrics), privacy, models, result.samples, tags)
-        summary["tracking_uri"] = tracking.tracking_uri(cfg)
+        recorded = tracking.record_run(cfg, _loggable(metrics), privacy, models, result.samples, tags)
+        summary.update(run_id=recorded.run_id, tracking_uri=recorded.uri, tracking_fallback=recorded.fallback)
     return summary
 
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +24,6 @@ from tqdm.auto import tqdm
 
 from dpsd.data import DataSplits
 from dpsd.models import build_classifier
-
 
 
 def teacher_cache_dir(cfg: DictConfig) -> Path:
@@ -133,16 +135,44 @@ def load_or_train_teacher(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(cfg.seed))
         model = build_classifier(teacher_cfg.arch, data.channels, data.image_size, data.num_classes, teacher_cfg.pretrained)
-    if path.exists():
-        stored = torch.load(path, map_location="cpu", weights_only=False)
+    stored = _read_cached(path)
+    if stored is not None:
         model.load_state_dict(stored["state_dict"])
         return model.to(device).eval(), {"path": str(path), "cached": True, "test_accuracy": stored["test_accuracy"]}
     train_set = data.train if subset is None else Subset(data.train, subset)
     with torch.random.fork_rng(devices=[]):
         train_classifier(model, train_set, teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch} ({member})")
     accuracy = evaluate_accuracy(model, data.test, device)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
-    torch.save({"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": accuracy}, partial)
-    partial.replace(path)  # atomic: an interrupted run never leaves a half-written teacher
+    _write_atomically(path, {"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": accuracy})
     return model, {"path": str(path), "cached": False, "test_accuracy": accuracy}
+
+
+def _read_cached(path: Path) -> dict | None:
+    """The cached teacher at ``path``; None when there is none, or (with a one-line warning) when
+    the file is truncated or unreadable, so the caller retrains it."""
+    if not path.exists():
+        return None
+    try:
+        stored = torch.load(path, map_location="cpu", weights_only=False)
+        if not isinstance(stored, dict) or not {"state_dict", "test_accuracy"} <= set(stored):
+            raise ValueError("not a teacher record")
+        return stored
+    except Exception as err:  # a truncated zip, a foreign pickle, an unreadable file: retrain
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        print(f"dpsd: warning: teacher cache {path} is unreadable ({reason[:200]}); retraining it", file=sys.stderr)
+        return None
+
+
+def _write_atomically(path: Path, record: dict) -> None:
+    """Save to a temporary file of its own in the same folder, then rename: a reader sees the old
+    file or the whole new one, never half of it, even with two writers at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False) as partial:
+        try:
+            torch.save(record, partial)
+            partial.flush()
+            os.fsync(partial.fileno())
+        except BaseException:
+            Path(partial.name).unlink(missing_ok=True)
+            raise
+    os.replace(partial.name, path)

@@ -3,6 +3,11 @@
 By default a SQLite store ``<results_dir>/mlflow.db`` with artifacts under
 ``<results_dir>/mlartifacts`` (absolute paths, as MLflow 3 refuses a plain ``./mlruns`` file store
 and Ray trials change their working directory); ``tracking.uri`` may point at an ``mlflow server``.
+
+A server is asked whether it answers (:func:`check_tracking`) before anything trains. One that goes
+away while a run trains does not lose the run: :func:`record_run` writes it to the local fallback
+store ``<results_dir>/fallback/`` instead, and ``dpsd sync`` (:func:`sync_runs`) copies it to the
+server later.
 """
 
 from __future__ import annotations
@@ -10,21 +15,71 @@ from __future__ import annotations
 import fcntl
 import json
 import math
+import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlparse
 
 import mlflow
+import requests
 import torch
 from omegaconf import DictConfig, OmegaConf
 from torchvision.utils import save_image
+
+from dpsd.errors import Fault
+
+FALLBACK = "fallback"  # <results_dir>/fallback: runs finished while the tracking server was away
+INTENDED_URI = "dpsd.intended_uri"  # tag of a fallback run: the store it was meant for
+SYNCED_TO = "dpsd.synced_to"  # tag of a fallback run once copied: "<uri> <run id there>"
 
 
 def tracking_uri(cfg: DictConfig) -> str:
     if cfg.tracking.uri:
         return str(cfg.tracking.uri)
     return f"sqlite:///{Path(cfg.results_dir) / 'mlflow.db'}"  # an absolute path gives four slashes
+
+
+def is_server(uri: str) -> bool:
+    return urlparse(uri).scheme in ("http", "https")
+
+
+def server_problem(uri: str, timeout: float) -> str | None:
+    """Why the MLflow server at ``uri`` does not answer its ``/health`` endpoint within ``timeout``
+    seconds (a few words), or None when it does."""
+    try:
+        response = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+    except requests.Timeout:
+        return f"no answer within {timeout:g} s"
+    except requests.ConnectionError:
+        return "connection refused or host unreachable"
+    except requests.RequestException as err:
+        return type(err).__name__
+    return None if response.ok else f"HTTP {response.status_code} from /health"
+
+
+def check_tracking(cfg: DictConfig) -> None:
+    """Stop with one line naming ``tracking.uri`` when it does not answer within
+    ``tracking.check_timeout`` seconds (a local store: when its folder cannot be written); called
+    before anything trains."""
+    if not cfg.tracking.enabled:
+        return
+    uri = tracking_uri(cfg)
+    if is_server(uri):
+        problem = server_problem(uri, float(cfg.tracking.check_timeout))
+        if problem:
+            raise Fault(f"tracking server {uri} does not answer ({problem}); start it (mlflow server "
+                        "--host 127.0.0.1 ...) or leave tracking.uri unset for the local store under results/")
+        return
+    folder = Path(cfg.results_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise Fault(f"cannot create the tracking store's folder {folder}: {err.strerror}") from None
+    if not os.access(folder, os.W_OK):
+        raise Fault(f"cannot write the tracking store's folder {folder}")
 
 
 def _artifact_location(cfg: DictConfig) -> str | None:
@@ -43,6 +98,9 @@ def ensure_experiment(cfg: DictConfig) -> str:
     its creation.
     """
     mlflow.set_tracking_uri(tracking_uri(cfg))
+    # MLflow retries a refused request 7 times with exponential backoff (about 4 minutes); a run
+    # that finished has the fallback store instead, so a few retries suffice.
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(int(cfg.tracking.http_retries))
     Path(cfg.results_dir).mkdir(parents=True, exist_ok=True)
     with open(Path(cfg.results_dir) / "mlflow.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -68,6 +126,24 @@ def save_sample_grid(samples: torch.Tensor, path: Path, min_side: int = 48) -> N
     save_image(enlarged, path, nrow=8, normalize=True, value_range=(-1, 1), pad_value=1.0)
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """Where a finished run was recorded: ``fallback`` says why the configured server was not used."""
+
+    run_id: str
+    uri: str
+    fallback: str | None = None
+
+
+def fallback_config(cfg: DictConfig) -> DictConfig:
+    """The store a run falls back to: SQLite under ``<results_dir>/fallback``."""
+    store = cfg.copy()
+    store.results_dir = str(Path(cfg.results_dir) / FALLBACK)
+    store.tracking.uri = None
+    store.tracking.artifact_location = None
+    return store
+
+
 def record_run(
     cfg: DictConfig,
     metrics: dict[str, float],
@@ -75,15 +151,30 @@ def record_run(
     models: dict[str, torch.nn.Module],
     samples: torch.Tensor | None,
     tags: dict[str, str] | None = None,
-) -> str:
-    """Log one finished run; returns its run id.
+) -> Recorded:
+    """Log one finished run.
 
     ``models`` are the *releasable* models only (student, generator): the teacher and any private
-    data stay in the teacher cache, outside the tracked artifacts.
+    data stay in the teacher cache, outside the tracked artifacts. A tracking server that does not
+    answer when the run is logged gets the run written to :func:`fallback_config`'s store instead,
+    tagged with the URI it was meant for (``dpsd sync`` copies it there).
     """
+    uri = tracking_uri(cfg)
+    try:
+        return Recorded(_record_with_retries(cfg, cfg, metrics, privacy, models, samples, tags), uri)
+    except Exception:
+        problem = server_problem(uri, float(cfg.tracking.check_timeout)) if is_server(uri) else None
+        if problem is None:
+            raise
+    store = fallback_config(cfg)
+    run_id = _record_with_retries(cfg, store, metrics, privacy, models, samples, {**(tags or {}), INTENDED_URI: uri})
+    return Recorded(run_id, tracking_uri(store), f"tracking server {uri}: {problem}")
+
+
+def _record_with_retries(cfg, store, metrics, privacy, models, samples, tags) -> str:
     for attempt in range(_RETRIES):
         try:
-            return _record_run_once(cfg, metrics, privacy, models, samples, tags)
+            return _record_run_once(cfg, store, metrics, privacy, models, samples, tags)
         except Exception as err:  # SQLite under concurrent trials: "database is locked"
             if attempt + 1 == _RETRIES or "locked" not in str(err).lower():
                 raise
@@ -94,28 +185,37 @@ def record_run(
 _RETRIES = 6
 
 
-def _record_run_once(cfg, metrics, privacy, models, samples, tags) -> str:
-    """One attempt of :func:`record_run`. ``tracking.tags`` are added to ``tags`` and
-    ``tracking.parent_run_id`` makes the run a child (``dpsd sweep`` sets both); the run is
-    FINISHED only once everything is logged, so an interrupted one never counts as done."""
-    experiment_id = ensure_experiment(cfg)
-    container = OmegaConf.to_container(cfg, resolve=True)
-    finite = {k: v for k, v in metrics.items() if v is not None}
+def _record_run_once(cfg, store, metrics, privacy, models, samples, tags) -> str:
+    """One attempt of :func:`record_run`: the run ``cfg`` describes, logged in the store ``store``
+    names. ``tracking.tags`` are added to ``tags`` and ``tracking.parent_run_id`` makes the run a
+    child (``dpsd sweep`` sets both); the run is FINISHED only once everything is logged, so an
+    interrupted one never counts as done."""
+    from mlflow.entities import Metric, Param
+    from mlflow.tracking import MlflowClient
+
+    experiment_id = ensure_experiment(store)
+    client = MlflowClient(tracking_uri(store))
     tags = {**(tags or {}), **dict(cfg.tracking.get("tags") or {})}
     parent = cfg.tracking.get("parent_run_id")
-    with mlflow.start_run(experiment_id=experiment_id, tags=tags, parent_run_id=parent) as run:
-        mlflow.log_params(dict(flatten(container)))
-        mlflow.log_metrics({k: float(v) for k, v in finite.items()})
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            (folder / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-            (folder / "ledger.json").write_text(json.dumps(privacy, indent=2, default=str))
-            for name, model in models.items():
-                torch.save(model.state_dict(), folder / f"{name}.pt")
-            if samples is not None:
-                save_sample_grid(samples, folder / "samples.png")
-            mlflow.log_artifacts(str(folder))
-    return run.info.run_id
+    if parent:
+        tags["mlflow.parentRunId"] = parent  # a plain tag: a fallback store does not hold the parent
+    run_id = client.create_run(experiment_id, tags=tags).info.run_id
+    now = int(time.time() * 1000)
+    params = [Param(k, str(v)) for k, v in flatten(OmegaConf.to_container(cfg, resolve=True))]
+    values = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
+    for start in range(0, max(len(params), len(values)), 100):  # MLflow takes 100 parameters a batch
+        client.log_batch(run_id, metrics=values[start:start + 100], params=params[start:start + 100])
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        (folder / "ledger.json").write_text(json.dumps(privacy, indent=2, default=str))
+        for name, model in models.items():
+            torch.save(model.state_dict(), folder / f"{name}.pt")
+        if samples is not None:
+            save_sample_grid(samples, folder / "samples.png")
+        client.log_artifacts(run_id, str(folder))
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
 
 
 def record_report(cfg: DictConfig, metrics: dict[str, float], tags: dict[str, str], report: dict[str, Any],
@@ -128,3 +228,61 @@ def record_report(cfg: DictConfig, metrics: dict[str, float], tags: dict[str, st
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))})
         mlflow.log_text(json.dumps(report, indent=2, default=str), name)
     return run.info.run_id
+
+
+def sync_runs(fallback_dir: str | os.PathLike, to: str | None = None, timeout: float = 3.0) -> list[tuple[str, str, str]]:
+    """Copy every run of the fallback store in ``fallback_dir`` not yet copied to the store it was
+    meant for (its ``dpsd.intended_uri`` tag; ``to`` overrides): parameters, every metric's history,
+    tags, artifacts, status and times, into the experiment of the same name. Each copied run is
+    tagged ``dpsd.synced_to`` in the fallback store, so a second sync copies nothing. Returns
+    ``(fallback run id, target uri, new run id)`` per copied run.
+
+    MLflow has no built-in copy between stores (``mlflow-export-import`` is a separate package whose
+    last release predates MLflow 3); this is that copy with :class:`~mlflow.tracking.MlflowClient`.
+    """
+    from mlflow.entities import Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    database = Path(fallback_dir) / "mlflow.db"
+    if not database.is_file():
+        raise Fault(f"no fallback store at {database}")
+    source = MlflowClient(f"sqlite:///{database.resolve()}")
+    copied = []
+    for experiment in source.search_experiments():
+        for run in source.search_runs([experiment.experiment_id], max_results=50000):
+            target_uri = to or run.data.tags.get(INTENDED_URI)
+            if run.data.tags.get(SYNCED_TO) or not target_uri:
+                continue
+            if is_server(target_uri) and (problem := server_problem(target_uri, timeout)):
+                raise Fault(f"tracking server {target_uri} does not answer ({problem}); nothing synced after "
+                            f"{len(copied)} run(s)")
+            target = MlflowClient(target_uri)
+            found = target.get_experiment_by_name(experiment.name)
+            experiment_id = found.experiment_id if found else target.create_experiment(
+                experiment.name, artifact_location=_local_artifacts(target_uri))
+            tags = {k: v for k, v in run.data.tags.items() if k != INTENDED_URI}
+            new_id = target.create_run(experiment_id, start_time=run.info.start_time, tags=tags,
+                                       run_name=run.info.run_name).info.run_id
+            params = [Param(k, v) for k, v in run.data.params.items()]
+            for start in range(0, len(params), 100):
+                target.log_batch(new_id, params=params[start:start + 100])
+            for key in run.data.metrics:
+                history = source.get_metric_history(run.info.run_id, key)
+                for start in range(0, len(history), 1000):
+                    target.log_batch(new_id, metrics=history[start:start + 1000])
+            with tempfile.TemporaryDirectory() as tmp:
+                local = source.download_artifacts(run.info.run_id, "", tmp)
+                if any(Path(local).iterdir()):
+                    target.log_artifacts(new_id, local)
+            target.set_terminated(new_id, run.info.status, end_time=run.info.end_time)
+            source.log_batch(run.info.run_id, tags=[RunTag(SYNCED_TO, f"{target_uri} {new_id}")])
+            copied.append((run.info.run_id, target_uri, new_id))
+    return copied
+
+
+def _local_artifacts(uri: str) -> str | None:
+    """``<folder>/mlartifacts`` beside a SQLite store (MLflow's default, ``./mlruns``, depends on
+    the working directory); None for a server, which chooses its own."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 from torchvision.datasets import celeba, cifar
 
 from dpsd.data import DATASETS, dataset_info, load_dataset
+from dpsd.datafiles import DataCorrupt
 from dpsd.errors import ConfigError
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -330,3 +331,94 @@ def test_registry_holds_exactly_the_documented_datasets():
     ])
     assert dataset_info("digits") == (10, 1, 8) and dataset_info("digits", image_size=16) == (10, 1, 16)
     assert load_dataset("digits", image_size=16).train[0][0].shape == (1, 16, 16)
+
+
+# ---------------------------------------------------------------------------------------------
+# Truncated, corrupt or misshapen files: one line naming the file and what is wrong
+
+
+def truncate(path: Path, keep: int) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def corrupt_error(name: str, root: Path, **options) -> str:
+    with pytest.raises(DataCorrupt) as error:
+        load_dataset(name, root=root, **options)
+    message = str(error.value)
+    assert "\n" not in message
+    return message
+
+
+def test_idx_files_are_checked_for_magic_size_shape_and_labels(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    write_mnist_like(tmp_path, "MNIST", [5, 0, 4, 1], TEST_LABELS)
+    truncate(raw / "train-images-idx3-ubyte", 1000)
+    assert corrupt_error("mnist", tmp_path) == (
+        f"{raw / 'train-images-idx3-ubyte'}: 1,000 bytes, its header (4 x 28 x 28) needs 3,152 (truncated)")
+    for file in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (raw / file).write_bytes(RNG.integers(0, 256, size=5000, dtype=np.uint8).tobytes())  # the garbage
+    assert corrupt_error("mnist", tmp_path).startswith(f"{raw / 'train-images-idx3-ubyte'}: magic number 0x")
+    write_mnist_like(tmp_path, "MNIST", [5, 0, 4, 1], TEST_LABELS)
+    write_idx(raw / "t10k-labels-idx1-ubyte", np.array([1, 0]))
+    assert corrupt_error("mnist", tmp_path) == f"{raw / 't10k-labels-idx1-ubyte'}: 2 labels for the 3 images of t10k-images-idx3-ubyte"
+    write_idx(raw / "t10k-images-idx3-ubyte", pixels(2, 32, 32))
+    assert corrupt_error("mnist", tmp_path) == f"{raw / 't10k-images-idx3-ubyte'}: images of 32 x 32 pixels, expected 28 x 28"
+    write_mnist_like(tmp_path, "FashionMNIST", [9, 12, 0], TEST_LABELS)
+    assert corrupt_error("fmnist", tmp_path) == f"{tmp_path / 'FashionMNIST' / 'raw' / 'train-labels-idx1-ubyte'}: label 12 outside 0..9"
+
+
+def test_cifar_batches_are_checked_for_pickles_shapes_and_md5(tmp_path, monkeypatch):
+    folder = tmp_path / "cifar-10-batches-py"
+    write_cifar(tmp_path, "cifar-10-batches-py", {f"data_batch_{i}": [0] for i in range(1, 6)}, "test_batch",
+                "labels", "batches.meta", "label_names", [f"c{i}" for i in range(10)])
+    assert corrupt_error("cifar10", tmp_path) == (  # torchvision's md5 check, per file
+        f"{folder / 'data_batch_1'}: md5 differs from the official file's (c99cafc152244af753f735de768cd75f): corrupt or replaced")
+    monkeypatch.setattr(cifar, "check_integrity", no_md5_check)
+    truncate(folder / "data_batch_3", 100)
+    assert corrupt_error("cifar10", tmp_path).startswith(f"{folder / 'data_batch_3'}: not a readable pickle (")
+    (folder / "data_batch_3").write_bytes(pickle.dumps({"data": pixels(1, 1024), "labels": [0]}))
+    assert corrupt_error("cifar10", tmp_path) == f"{folder / 'data_batch_3'}: data of shape (1, 1024), expected N x 3072 (3 x 32 x 32 bytes)"
+    write_cifar(tmp_path, "cifar-100-python", {"train": [99, 0, 42]}, "test", "labels", "meta",
+                "fine_label_names", [f"f{i}" for i in range(100)])
+    assert corrupt_error("cifar100", tmp_path) == (
+        f"{tmp_path / 'cifar-100-python' / 'train'}: expected a dict with data and fine_labels, found data, labels")
+
+
+def test_celeba_tables_and_images_are_checked(tmp_path, monkeypatch):
+    monkeypatch.setattr(celeba, "check_integrity", no_md5_check)
+    folder = tmp_path / "celeba"
+    write_celeba(tmp_path)
+    attributes = folder / "list_attr_celeba.txt"
+    attributes.write_text("".join(attributes.read_text().splitlines(keepends=True)[:-2]))
+    assert corrupt_error("celeba_hair", tmp_path) == f"{attributes}: its first line announces 9 rows, it has 7 (truncated?)"
+    write_celeba(tmp_path)
+    (folder / "img_align_celeba" / "000004.jpg").write_bytes(b"")
+    assert corrupt_error("celeba_gender", tmp_path) == f"{folder / 'img_align_celeba' / '000004.jpg'}: empty file"
+
+
+def test_medmnist_npz_is_checked(tmp_path):
+    folder = tmp_path / "medmnist"
+    write_medmnist(folder, "pathmnist", 3, [0, 8, 1, 0], [1, 0])
+    truncate(folder / "pathmnist.npz", 2000)
+    assert corrupt_error("medmnist", tmp_path, flag="pathmnist").startswith(f"{folder / 'pathmnist.npz'}: not a readable npz (")
+    write_medmnist(folder, "pathmnist", 1, [0, 8, 1, 0], [1, 0])  # grayscale arrays for a colour flag
+    assert corrupt_error("medmnist", tmp_path, flag="pathmnist") == (
+        f"{folder / 'pathmnist.npz'}: train_images of shape (4, 28, 28), expected N x 28 x 28 x 3")
+    np.savez(folder / "pathmnist.npz", train_images=pixels(1, 28, 28, 3))
+    assert corrupt_error("medmnist", tmp_path, flag="pathmnist") == (
+        f"{folder / 'pathmnist.npz'}: no array train_labels, test_images, test_labels (it holds train_images)")
+
+
+def test_image_folders_are_checked_and_a_truncated_image_is_named_when_read(tmp_path):
+    folder = tmp_path / "covidx"
+    for split in ("train", "test"):
+        for c in ("normal", "pneumonia"):
+            save_image(folder / split / c / "0.png", mode="L")
+    bad = folder / "train" / "normal" / "0.png"
+    bad.write_bytes(b"<html>not an image</html>")
+    assert corrupt_error("covidx", tmp_path) == f"{bad}: magic number 0x3c68746d is not an image format's"
+    save_image(bad, mode="L", size=(64, 64))
+    truncate(bad, 60)  # the magic number survives; the body does not
+    data = load_dataset("covidx", root=tmp_path)
+    with pytest.raises(DataCorrupt, match=f"^{bad}: cannot be decoded"):
+        data.train[0]
