@@ -51,6 +51,7 @@ class LP1ST(Method):
                 "label-DP: the private images are used without noise; only the labels are protected",
                 "eps_rigorous is w.r.t. changing one record's label (not its image)",
             ],
+            neighbouring="label",
         )
         ledger.record(noisy_labels_release(cfg, info))
         return ledger

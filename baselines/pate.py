@@ -166,7 +166,7 @@ class PATE(Method):
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
-        ledger = Ledger(claim=data_independent_claim(cfg), notes=PATE.notes(cfg))
+        ledger = Ledger(claim=data_independent_claim(cfg), notes=PATE.notes(cfg), neighbouring="teacher_partition")
         for release in releases(cfg):
             ledger.record(release)
         return ledger

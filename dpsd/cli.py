@@ -30,31 +30,17 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import sys
 from typing import Any
 
+from dpsd import jsonio
 from dpsd.errors import ConfigError, Fault
 
 
-def _json_default(value: Any) -> Any:
-    return str(value)
-
-
 def _dumps(payload: Any) -> str:
-    """JSON with infinite epsilons written as the string "inf" (JSON has no infinity)."""
-
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return str(value)
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [clean(v) for v in value]
-        return value
-
-    return json.dumps(clean(payload), indent=2, default=_json_default)
+    """Strict JSON (:mod:`dpsd.jsonio`: an infinite epsilon as the string "inf")."""
+    return jsonio.dumps(payload, indent=2, default=str)
 
 
 def _fmt_eps(value: float) -> str:
@@ -69,8 +55,12 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"student test accuracy   {metrics['student_test_accuracy']:.4f}",
         f"eps_claimed             {_fmt_eps(privacy['eps_claimed'])}  "
         + (f"({privacy['claimed_notion']}, {privacy['claimed_source']})" if privacy["claimed_source"] else "(no privacy claimed)"),
-        f"eps_rigorous            {_fmt_eps(privacy['eps_rigorous'])}  ((eps, delta)-DP w.r.t. the private training set, {privacy['accountant']}; delta = {privacy['delta']:g}, {privacy['queries']} private releases)",
+        f"eps_rigorous            {_fmt_eps(privacy['eps_rigorous'])}  ((eps, delta)-DP, neighbouring = {privacy['neighbouring']}, {privacy['accountant']}; delta = {privacy['delta']:g}, {privacy['queries']} private releases)",
     ]
+    lines += [f"{key:<24}{_fmt_eps(value)}  (the protected releases only; not what an attacker faces)"
+              for key, value in privacy.items() if key not in ("eps_claimed",) and key.startswith("eps_")
+              and not key.startswith("eps_rigorous")]
+    lines += [f"uncovered: {what}" for what in privacy["uncovered"]]
     lines += [f"note: {note}" for note in privacy["notes"]]
     if summary.get("run_id"):
         lines += [
@@ -111,7 +101,7 @@ def cmd_teacher(args: list[str]) -> None:
     print(_dumps(record))
 
 
-VARY_COLUMNS = ("eps_claimed", "eps_rigorous_rdp", "eps_rigorous_pld", "eps_rigorous", "queries")
+VARY_COLUMNS = ("neighbouring", "eps_claimed", "eps_rigorous_rdp", "eps_rigorous_pld", "eps_rigorous", "queries")
 
 
 def _parse_vary(spec: str) -> tuple[str, list[str]]:

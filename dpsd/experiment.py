@@ -19,7 +19,6 @@ from dpsd.data import data_info, load_dataset
 from dpsd.errors import ConfigError, Fault
 from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
-from dpsd.privacy.accounting import Ledger
 from dpsd.privacy_ops.calibrate import calibrate, noise_parameter
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 
@@ -29,6 +28,10 @@ def available_devices() -> list[str]:
     mps = getattr(torch.backends, "mps", None)
     return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count())),
             *(["mps"] if mps is not None and mps.is_available() else [])]
+
+
+FIGURES = ("eps_claimed", "eps_rigorous", "eps_rigorous_rdp", "eps_rigorous_pld")
+"""The ledger's epsilons every run reports as metrics."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -93,7 +96,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
     # with teacher ensembles (PATE, DGD, FedDPSD) build their members through the same cache.
     teacher, teacher_record = load_or_train_teacher(cfg, data, device)
     plan = method_cls.plan_ledger(cfg, data_info(cfg))
-    ledger = Ledger(claim=plan.claim, notes=plan.notes)
+    ledger = plan.planned()
     torch.manual_seed(int(cfg.seed))  # the same initial weights whether the teacher was cached or trained
     rng = torch.Generator(device=device).manual_seed(int(cfg.seed))
     with tqdm(total=method_cls.total_steps(cfg), desc=cfg.method.name, unit="it", disable=None if show_progress else True) as bar:
@@ -109,12 +112,11 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
     metrics = {
         "student_test_accuracy": evaluate_accuracy(result.student, data.test, device),
         "teacher_test_accuracy": teacher_record["test_accuracy"],
-        "eps_claimed": privacy["eps_claimed"],
-        "eps_rigorous": privacy["eps_rigorous"],
-        "eps_rigorous_rdp": privacy["eps_rigorous_rdp"],
-        "eps_rigorous_pld": privacy["eps_rigorous_pld"],
+        **{key: privacy[key] for key in FIGURES},
         "delta": privacy["delta"],
         "queries": privacy["queries"],
+        # a method's partial figure (e.g. DGD's eps_labels_only), under its own name
+        **{key: value for key, value in privacy.items() if key.startswith("eps_") and key not in FIGURES},
         **result.metrics,
     }
     summary = {"metrics": metrics, "privacy": privacy, "teacher": teacher_record, "run_id": None}
@@ -128,7 +130,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
                 "privacy_mode": cfg.privacy.mode,
                 # tags keep what metrics cannot: an infinite epsilon, the ledger's words
                 **{key: str(privacy[key]) for key in ("eps_claimed", "eps_rigorous", "claimed_notion",
-                                                       "claimed_source", "accountant")}}
+                                                       "claimed_source", "accountant", "neighbouring")}}
         recorded = tracking.record_run(cfg, _loggable(metrics), privacy, models, result.samples, tags)
         summary.update(run_id=recorded.run_id, tracking_uri=recorded.uri, tracking_fallback=recorded.fallback)
     return summary

@@ -13,7 +13,6 @@ server later.
 from __future__ import annotations
 
 import fcntl
-import json
 import math
 import os
 import tempfile
@@ -29,6 +28,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torchvision.utils import save_image
 
+from dpsd import jsonio
 from dpsd.errors import Fault
 
 FALLBACK = "fallback"  # <results_dir>/fallback: runs finished while the tracking server was away
@@ -208,7 +208,7 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags) -> str
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-        (folder / "ledger.json").write_text(json.dumps(privacy, indent=2, default=str))
+        (folder / "ledger.json").write_text(jsonio.dumps(privacy, indent=2, default=str))
         for name, model in models.items():
             torch.save(model.state_dict(), folder / f"{name}.pt")
         if samples is not None:
@@ -226,7 +226,7 @@ def record_report(cfg: DictConfig, metrics: dict[str, float], tags: dict[str, st
     with mlflow.start_run(experiment_id=experiment_id, tags=tags) as run:
         mlflow.log_params(dict(flatten(OmegaConf.to_container(cfg, resolve=True))))
         mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))})
-        mlflow.log_text(json.dumps(report, indent=2, default=str), name)
+        mlflow.log_text(jsonio.dumps(report, indent=2, default=str), name)
     return run.info.run_id
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from scipy.optimize import brentq
 from scipy.special import logsumexp
 from scipy.stats import norm
 
+from dpsd import jsonio
 from dpsd.errors import ConfigError
 from dpsd.privacy import (
     Claim,
@@ -246,8 +248,9 @@ def test_non_private_and_leak_free_releases():
     assert rigorous_epsilon(free, DELTA)["eps_rigorous"] == 0.0
     with pytest.raises(ConfigError):
         rigorous_epsilon(free, 0.0)
+    # fail closed: no release recorded is not "nothing released"
     assert rigorous_epsilon([], DELTA) == {
-        "eps_rigorous_rdp": 0.0, "eps_rigorous_pld": 0.0, "eps_rigorous": 0.0, "accountant": "none"
+        "eps_rigorous_rdp": math.inf, "eps_rigorous_pld": math.inf, "eps_rigorous": math.inf, "accountant": "none"
     }
 
 
@@ -307,7 +310,9 @@ def test_ledger_summary_reports_both_ledgers():
     ledger.notes.append("the generator was trained against the teacher: not covered by the guarantee")
     summary = ledger.summary(DELTA)
     assert set(summary) == {"eps_claimed", "claimed_delta", "claimed_notion", "claimed_source", "eps_rigorous",
-                            "eps_rigorous_rdp", "eps_rigorous_pld", "accountant", "delta", "queries", "events", "notes"}
+                            "eps_rigorous_rdp", "eps_rigorous_pld", "accountant", "neighbouring", "uncovered",
+                            "delta", "queries", "events", "notes"}
+    assert summary["neighbouring"] == "replace_record" and summary["uncovered"] == []
     assert len(ledger.events) == STEPS and summary["queries"] == BATCH * STEPS
     assert summary["eps_claimed"] == ledger.claim.epsilon
     assert summary["claimed_source"] == "DPSD Theorem 1"
@@ -360,3 +365,62 @@ def test_an_unprotected_release_without_a_claim_is_reported_non_private_on_both_
     ledger.record(UnprotectedRelease(count=1, note="raw teacher"))
     summary = ledger.summary(DELTA)
     assert summary["eps_claimed"] == math.inf and summary["eps_rigorous"] == math.inf
+
+
+# ---------------------------------------------------------------- fail closed, relations, partial figures
+
+
+def test_a_claimed_ledger_that_recorded_no_release_fails_closed():
+    ledger = Ledger(claim=dpsd_theorem2(1.0))
+    summary = ledger.summary(DELTA)
+    assert summary["eps_rigorous"] == math.inf and summary["eps_claimed"] == 1.0
+    assert "nothing was recorded" in summary["uncovered"][0]
+
+
+def test_an_unknown_event_is_refused():
+    @dataclass(frozen=True)
+    class MysteryRelease:
+        count: int = 1
+        epsilon: float = 0.1
+
+    with pytest.raises(TypeError, match="not a privacy event"):
+        Ledger().record(MysteryRelease())
+    with pytest.raises(TypeError, match="not a privacy event"):
+        rigorous_epsilon([MysteryRelease()], DELTA)
+
+
+def test_every_ledger_states_a_known_neighbouring_relation():
+    assert Ledger().summary(DELTA)["neighbouring"] == "replace_record"
+    assert Ledger(neighbouring="label").summary(DELTA)["neighbouring"] == "label"
+    with pytest.raises(ConfigError, match="neighbouring relation must be one of"):
+        Ledger(neighbouring="replace_one")
+    with pytest.raises(ConfigError, match="add_remove_record"):
+        Ledger().record(SubsampledGaussianRelease(1.0, 0.1))
+    dpsgd = Ledger(neighbouring="add_remove_record")
+    dpsgd.record(SubsampledGaussianRelease(1.0, 0.1))
+    assert dpsgd.planned().neighbouring == "add_remove_record" and dpsgd.planned().events == []
+
+
+def test_an_unprotected_release_makes_eps_rigorous_inf_and_the_partial_figure_keeps_its_own_name():
+    ledger = Ledger(claim=dpsd_theorem2(1.0), partial="eps_labels_only", neighbouring="teacher_partition")
+    ledger.record(UnprotectedRelease(note="the generator, trained against the baseline"))
+    ledger.record(LaplaceRelease(2.0, 40.0, count=10))
+    summary = ledger.summary(DELTA)
+    assert summary["eps_rigorous"] == math.inf
+    assert summary["uncovered"] == ["the generator, trained against the baseline"]
+    assert summary["eps_labels_only"] == pytest.approx(rigorous_epsilon([LaplaceRelease(2.0, 40.0, count=10)], DELTA)["eps_rigorous"])
+    with pytest.raises(ConfigError, match="never eps_rigorous"):
+        Ledger(partial="eps_rigorous_labels")
+
+
+def test_strict_json_round_trip():
+    value = {"eps": math.inf, "low": -math.inf, "list": [1.0, math.inf, "x"], "nested": {"n": math.nan}}
+    text = jsonio.dumps(value, indent=2)
+    assert "Infinity" not in text and "NaN" not in text
+    json.loads(text, parse_constant=lambda token: pytest.fail(f"non-strict token {token}"))
+    back = jsonio.loads(text)
+    assert back["eps"] == math.inf and back["low"] == -math.inf and back["list"] == [1.0, math.inf, "x"]
+    assert math.isnan(back["nested"]["n"])
+    ledger = Ledger()
+    ledger.record(UnprotectedRelease())
+    assert jsonio.loads(ledger.summary_json(DELTA))["eps_rigorous"] == math.inf

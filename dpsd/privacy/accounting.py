@@ -15,7 +15,6 @@ worst case. Two accountants from dp-accounting are run and both are valid upper 
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import asdict
@@ -26,6 +25,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from dpsd import jsonio
 from dpsd.errors import ConfigError
 from dpsd.privacy.claims import Claim
 from dpsd.privacy.events import (
@@ -35,6 +35,7 @@ from dpsd.privacy.events import (
     RandomizedResponseRelease,
     SubsampledGaussianRelease,
     UnprotectedRelease,
+    check_neighbouring,
 )
 
 RDP_ORDERS: tuple[float, ...] = tuple(
@@ -103,9 +104,10 @@ def _private_groups(events: list[PrivacyEvent]) -> Counter | None:
 
 
 def _neighboring_relation(groups: Counter) -> NeighboringRelation:
-    """Add/remove-one for Poisson-subsampled releases (DP-SGD's relation, under which sampling
-    amplifies privacy: Abadi et al. 2016, Opacus), replace-one for every other release. A ledger
-    mixing the two has no single neighbouring relation and is refused."""
+    """dp-accounting's relation for the accountant: add/remove-one for Poisson-subsampled releases
+    (DP-SGD's relation, under which sampling amplifies privacy: Abadi et al. 2016, Opacus),
+    replace-one for every other release (their sensitivities are stated for a changed record). A
+    ledger mixing the two has no single neighbouring relation and is refused."""
     subsampled = [isinstance(event, SubsampledGaussianRelease) for event in groups]
     if subsampled and all(subsampled):
         return NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -275,11 +277,14 @@ def rigorous_epsilon(events: list[PrivacyEvent], delta: float) -> dict:
 
     Returns ``eps_rigorous_rdp``, ``eps_rigorous_pld`` (``None`` if the PLD computation failed),
     ``eps_rigorous`` and ``accountant`` (``"pld"``, ``"rdp"``, or ``"none"`` without events).
+    Fail closed: no events at all gives inf (a private run that recorded no release has accounted
+    for nothing, not released nothing); an object that is not a known event raises TypeError.
     """
     if not 0 < delta < 1:
         raise ConfigError(f"delta must be in (0, 1), got {delta!r}")
     if not events:
-        return {"eps_rigorous_rdp": 0.0, "eps_rigorous_pld": 0.0, "eps_rigorous": 0.0, "accountant": "none"}
+        return {"eps_rigorous_rdp": math.inf, "eps_rigorous_pld": math.inf, "eps_rigorous": math.inf,
+                "accountant": "none"}
     eps_rdp = rdp_epsilon(events, delta)
     try:
         eps_pld = pld_epsilon(events, delta)
@@ -294,60 +299,80 @@ def rigorous_epsilon(events: list[PrivacyEvent], delta: float) -> dict:
     }
 
 
-def _inf_as_string(value):
-    """``value`` with every float inf (in nested dicts and lists) replaced by the string "inf"."""
-    if value == math.inf:
-        return "inf"
-    if isinstance(value, dict):
-        return {key: _inf_as_string(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_inf_as_string(item) for item in value]
-    return value
-
-
 class Ledger:
     """Every private release of a run, the paper's claim for it, and plain-words caveats.
 
-    Methods ``record`` each release as they make it (events are kept as recorded; the accountants
-    merge identical ones), set ``claim`` to the paper's own statement (:mod:`dpsd.privacy.claims`)
-    and append caveats to ``notes``. A ledger without a claim whose releases are none at all, or
-    include an unprotected one, is a non-private run, reported as eps = inf on both ledgers.
+    Methods ``record`` each release as they make it (the event the mechanism call returned; events
+    are kept as recorded, the accountants merge identical ones), set ``claim`` to the paper's own
+    statement (:mod:`dpsd.privacy.claims`) and append caveats to ``notes``.
+
+    ``neighbouring`` (:data:`~dpsd.privacy.events.NEIGHBOURING`) is the relation ``eps_rigorous`` is
+    stated under: ``replace_record`` unless the method's plan says otherwise (DP-SGD
+    ``add_remove_record``, LP-1ST ``label``, PATE and DGD ``teacher_partition``).
+
+    ``eps_rigorous`` is what an attacker faces given everything released: any
+    :class:`~dpsd.privacy.events.UnprotectedRelease` makes it inf, and so does a ledger with no
+    release at all (fail closed). ``partial``, when a method sets it (e.g. ``"eps_labels_only"``),
+    names a second figure: the same accountants over the protected releases only, i.e. what a
+    paper's own analysis covers; it is never reported as ``eps_rigorous``.
     """
 
-    def __init__(self, claim: Claim | None = None, notes: list[str] | None = None) -> None:
+    def __init__(self, claim: Claim | None = None, notes: list[str] | None = None,
+                 neighbouring: str = "replace_record", partial: str | None = None) -> None:
         self.events: list[PrivacyEvent] = []
         self.claim: Claim | None = claim
         self.notes: list[str] = list(notes or [])
+        self.neighbouring: str = check_neighbouring(neighbouring)
+        if partial is not None and (not partial.startswith("eps_") or partial.startswith("eps_rigorous")):
+            raise ConfigError(f"Ledger: a partial figure is named eps_<what it covers>, never eps_rigorous*; got {partial!r}")
+        self.partial: str | None = partial
 
     def record(self, event: PrivacyEvent) -> None:
         if not isinstance(event, (GaussianRelease, RandomizedResponseRelease, LaplaceRelease,
                                   SubsampledGaussianRelease, UnprotectedRelease)):
             raise TypeError(f"not a privacy event: {event!r}")
+        if isinstance(event, SubsampledGaussianRelease) and self.neighbouring != "add_remove_record":
+            raise ConfigError(f"a Poisson-subsampled release is accounted under add_remove_record, "
+                              f"not this ledger's {self.neighbouring}")
         self.events.append(event)
+
+    def planned(self) -> "Ledger":
+        """An empty ledger with this plan's claim, notes, relation and partial figure, for a run to fill."""
+        return Ledger(claim=self.claim, notes=self.notes, neighbouring=self.neighbouring, partial=self.partial)
 
     @property
     def queries(self) -> int:
         """Total number of private releases (sum of counts)."""
         return sum(event.count for event in self.events)
 
+    def uncovered(self) -> list[str]:
+        """What was released without any mechanism (the notes of the unprotected releases)."""
+        return [event.note or "a release through no privacy mechanism" for event in self.events
+                if isinstance(event, UnprotectedRelease) and event.count]
+
     def summary(self, delta: float) -> dict:
         """Both ledgers for this run at ``delta`` (the rigorous one's delta; the claim keeps its own,
         reported as ``claimed_delta``). ``eps_claimed`` is ``None`` when the method records releases
         but the paper states no guarantee for them."""
-        unprotected = any(event.count and _non_private(_canonical(event)) for event in self.events)
-        non_private = self.claim is None and (not self.events or unprotected)
-        if not self.events and self.claim is None:
-            rigorous = {key: math.inf for key in ("eps_rigorous_rdp", "eps_rigorous_pld", "eps_rigorous")}
-            rigorous["accountant"] = "none"
-        else:
-            rigorous = rigorous_epsilon(self.events, delta)
+        uncovered = self.uncovered()
+        non_private = self.claim is None and (not self.events or bool(uncovered))
+        rigorous = rigorous_epsilon(self.events, delta)
+        if not self.events and self.claim is not None:
+            uncovered = ["nothing was recorded although a guarantee is claimed (fail closed: eps_rigorous = inf)"]
         claim = self.claim
+        partial = {}
+        if self.partial is not None:
+            protected = [event for event in self.events if not isinstance(event, UnprotectedRelease)]
+            partial = {self.partial: rigorous_epsilon(protected, delta)["eps_rigorous"]}
         return {
             "eps_claimed": math.inf if non_private else (claim.epsilon if claim else None),
             "claimed_delta": claim.delta if claim else None,
             "claimed_notion": claim.notion if claim else None,
             "claimed_source": claim.source if claim else None,
             **rigorous,
+            **partial,
+            "neighbouring": self.neighbouring,
+            "uncovered": uncovered,
             "delta": delta,
             "queries": self.queries,
             "events": [asdict(event) for event in self.events],
@@ -355,5 +380,5 @@ class Ledger:
         }
 
     def summary_json(self, delta: float) -> str:
-        """:meth:`summary` as strict JSON, with infinite epsilons written as the string ``"inf"``."""
-        return json.dumps(_inf_as_string(self.summary(delta)), allow_nan=False)
+        """:meth:`summary` as strict JSON (:mod:`dpsd.jsonio`: infinite epsilons as the string ``"inf"``)."""
+        return jsonio.dumps(self.summary(delta))

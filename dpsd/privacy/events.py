@@ -16,6 +16,25 @@ from dataclasses import dataclass, field
 
 from dpsd.errors import ConfigError
 
+NEIGHBOURING: dict[str, str] = {
+    "replace_record": "one private training record (image and label) replaced by another",
+    "add_remove_record": "one private training record added or removed (DP-SGD's relation, under which "
+                         "Poisson subsampling amplifies privacy)",
+    "label": "one private record's label changed, its image kept (label-DP); nothing else is protected",
+    "teacher_partition": "one private record replaced inside one teacher's disjoint partition, so that one "
+                         "teacher of the ensemble (one vote) may change arbitrarily; records outside the "
+                         "partitions (a held-out pool standing in for public data) are not protected",
+}
+"""The neighbouring relations a ledger may be stated under, each with what it protects. An ε is only
+meaningful with its relation: tables and curves never put two relations in one ε column unlabelled."""
+
+
+def check_neighbouring(relation: str) -> str:
+    """``relation`` if it is one of :data:`NEIGHBOURING`, else a one-line ConfigError."""
+    if relation not in NEIGHBOURING:
+        raise ConfigError(f"neighbouring relation must be one of {', '.join(NEIGHBOURING)}, got {relation!r}")
+    return relation
+
 
 def _check_count(kind: str, count: int) -> None:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:

@@ -14,6 +14,9 @@ works for any registered method.
 The solve is Brent's method (``scipy.optimize.brentq``) on ``log eps(x) - log target`` over
 ``log x`` in a fixed range; a target outside what the range reaches is a :class:`ConfigError`
 that names the reachable interval (its floor is the ledger's ε at the most noise searched).
+It is one-sided, as Opacus's ``get_noise_multiplier``: Brent's root is then moved towards more
+noise until the ledger's ε is at most the target, so the solved noise meets the target from
+below, within :data:`TOLERANCE` (never above it).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ NOISE_PARAMETERS: dict[str, tuple[str, float, float]] = {
 """Privacy mode -> (the ``privacy`` key solved for, the smallest and largest value searched)."""
 
 TOLERANCE = 0.005
-"""A solution's ledger ε must lie within this relative distance of the target."""
+"""A solution's ledger ε lies in [target (1 - TOLERANCE), target]."""
 
 _LOG_INF = 1e3
 """Stand-in for log(inf) in the root-finder (an infinite ε is above any finite target)."""
@@ -70,8 +73,8 @@ def _with(cfg: DictConfig, path: str, value: float) -> DictConfig:
 
 
 def calibrate(cfg: DictConfig) -> DictConfig:
-    """``cfg`` with its noise parameter solved so that the ``privacy.calibrate`` ledger gives
-    ``privacy.epsilon`` within :data:`TOLERANCE`; ``cfg`` itself when calibration is off.
+    """``cfg`` with its noise parameter solved so that the ``privacy.calibrate`` ledger gives at most
+    ``privacy.epsilon`` and at least ``(1 - TOLERANCE)`` of it; ``cfg`` itself when calibration is off.
 
     A configured value that already meets the target is kept as it is, so calibrating twice
     changes nothing. ``cfg`` is expected to have passed :func:`dpsd.config.validate`.
@@ -89,8 +92,9 @@ def calibrate(cfg: DictConfig) -> DictConfig:
             return _LOG_INF
         return math.log(max(epsilon, 1e-300)) - math.log(target)
 
+    floor = math.log1p(-TOLERANCE)
     current = OmegaConf.select(cfg, key)
-    if current is not None and current > 0 and abs(excess(math.log(current))) <= 1e-9:
+    if current is not None and current > 0 and floor <= excess(math.log(current)) <= 0:
         return cfg
     at_low, at_high = excess(math.log(low)), excess(math.log(high))
     if at_low * at_high > 0:
@@ -101,9 +105,15 @@ def calibrate(cfg: DictConfig) -> DictConfig:
             f"[{low:g}, {high:g}]"
         )
     log_value = brentq(excess, math.log(low), math.log(high), xtol=1e-7)
-    if abs(math.expm1(excess(log_value))) > TOLERANCE:
+    # One-sided: step (doubling) towards the end of the range whose epsilon is below the target.
+    towards, end = (-1.0, math.log(low)) if at_low < 0 else (1.0, math.log(high))
+    step = 1e-7
+    while excess(log_value) > 0:
+        log_value = end if abs(end - log_value) <= step else log_value + towards * step
+        step *= 2
+    if excess(log_value) < floor:
         raise ConfigError(
-            f"privacy.calibrate={ledger}: no {key} gives epsilon {target:g} within "
-            f"{TOLERANCE:.1%} (the ledger jumps there)"
+            f"privacy.calibrate={ledger}: no {key} gives epsilon in [{target * (1 - TOLERANCE):g}, {target:g}] "
+            f"(the ledger jumps there)"
         )
     return _with(cfg, key, math.exp(log_value))
