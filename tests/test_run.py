@@ -134,7 +134,9 @@ def test_the_summary_says_when_no_privacy_is_claimed(capsys):
     from dpsd.cli import print_summary
 
     privacy = {"eps_claimed": math.inf, "claimed_notion": None, "claimed_source": None, "eps_rigorous": math.inf,
-               "accountant": "pld", "delta": 1e-5, "queries": 400, "notes": []}
+               "accountant": "pld", "delta": 1e-5, "queries": 400, "notes": [], "neighbouring": "replace_record",
+               "uncovered": ["the teacher's weights"]}
     print_summary({"metrics": {"teacher_test_accuracy": 0.99, "student_test_accuracy": 0.96}, "privacy": privacy})
     out = capsys.readouterr().out
     assert "eps_claimed             inf  (no privacy claimed)" in out and "None" not in out
+    assert "neighbouring = replace_record" in out and "uncovered: the teacher's weights" in out
