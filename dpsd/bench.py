@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from dpsd.config import compose, resolve_paths, validate
-from dpsd.experiment import load_data, resolve_device
+from dpsd.config import compose, resolve_device, resolve_paths, validate
+from dpsd.data import load_data
 from dpsd.methods import METHODS
 from dpsd.methods.base import Method, RunContext, Trainer
 from dpsd.privacy.accounting import Ledger

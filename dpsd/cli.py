@@ -89,8 +89,8 @@ def cmd_run(args: list[str]) -> None:
 
 
 def cmd_teacher(args: list[str]) -> None:
-    from dpsd.config import compose, resolve_paths, validate
-    from dpsd.experiment import load_data, resolve_device
+    from dpsd.config import compose, resolve_device, resolve_paths, validate
+    from dpsd.data import load_data
     from dpsd.teachers import load_or_train_teacher
 
     overrides = _parser("teacher", "train (or find in the cache) the teacher a run would use").parse_args(args).overrides

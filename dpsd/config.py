@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import torch
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
@@ -146,7 +147,7 @@ def validate(cfg: DictConfig) -> None:
     from dpsd.methods import METHODS
 
     DATASETS.get(cfg.dataset.name)
-    METHODS.get(cfg.method.name)
+    method = METHODS.get(cfg.method.name)
     privacy = cfg.privacy
     if privacy.mode not in PRIVACY_MODES:
         raise ConfigError(f"privacy.mode must be one of {', '.join(PRIVACY_MODES)}, got {privacy.mode!r}")
@@ -178,6 +179,30 @@ def validate(cfg: DictConfig) -> None:
     for name in ("iterations", "batch_size", "steps_per_iteration"):
         if name in cfg.method and cfg.method[name] < 1:
             raise ConfigError(f"method.{name} must be >= 1, got {cfg.method[name]}")
+    method.check_config(cfg)
+
+
+def available_devices() -> list[str]:
+    """The devices torch can use here: ``cpu``, then ``cuda:0`` ... and ``mps`` where present."""
+    mps = getattr(torch.backends, "mps", None)
+    return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count())),
+            *(["mps"] if mps is not None and mps.is_available() else [])]
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA where there is one and the CPU otherwise; a device that is not here
+    (``cuda`` without a GPU, ``cuda:3`` on a two-GPU machine) is a ConfigError listing those that are."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device {name!r} is not a device name; here: {', '.join(available_devices())}") from None
+    index = 0 if device.index is None else device.index
+    present = {"cpu": True, "cuda": index < torch.cuda.device_count(), "mps": "mps" in available_devices()}
+    if not present.get(device.type, False):
+        raise ConfigError(f"device {name!r} is not on this machine; here: {', '.join(available_devices())}")
+    return device
 
 
 def resolve_paths(cfg: DictConfig) -> DictConfig:

@@ -60,6 +60,11 @@ def data_info(cfg) -> DataInfo:
     return DataInfo(num_classes, channels, image_size)
 
 
+def load_data(cfg) -> "DataSplits":
+    """The dataset a run's config names (``dataset``, ``data.root``, ``data.download``)."""
+    return load_dataset(cfg.dataset.name, root=cfg.data.root, download=cfg.data.download, **cfg.dataset.options)
+
+
 @dataclass
 class DataSplits:
     name: str

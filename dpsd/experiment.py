@@ -14,40 +14,16 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from dpsd.config import resolve_paths, validate
-from dpsd.data import data_info, load_dataset
-from dpsd.errors import ConfigError, Fault
+from dpsd.config import resolve_device, resolve_paths, validate
+from dpsd.data import data_info, load_data
+from dpsd.errors import Fault
 from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
-from dpsd.privacy_ops.calibrate import calibrate, noise_parameter
+from dpsd.privacy_ops.calibrate import calibrate
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
-
-
-def available_devices() -> list[str]:
-    """The devices torch can use here: ``cpu``, then ``cuda:0`` ... and ``mps`` where present."""
-    mps = getattr(torch.backends, "mps", None)
-    return ["cpu", *(f"cuda:{i}" for i in range(torch.cuda.device_count())),
-            *(["mps"] if mps is not None and mps.is_available() else [])]
-
 
 FIGURES = ("eps_claimed", "eps_rigorous", "eps_rigorous_rdp", "eps_rigorous_pld")
 """The ledger's epsilons every run reports as metrics."""
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA where there is one and the CPU otherwise; a device that is not here
-    (``cuda`` without a GPU, ``cuda:3`` on a two-GPU machine) is a ConfigError listing those that are."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"device {name!r} is not a device name; here: {', '.join(available_devices())}") from None
-    index = 0 if device.index is None else device.index
-    present = {"cpu": True, "cuda": index < torch.cuda.device_count(), "mps": "mps" in available_devices()}
-    if not present.get(device.type, False):
-        raise ConfigError(f"device {name!r} is not on this machine; here: {', '.join(available_devices())}")
-    return device
 
 
 def check_finite(step: int, metrics: dict[str, float]) -> None:
@@ -70,14 +46,10 @@ def privacy_report(cfg: DictConfig) -> dict[str, Any]:
     ledger = method.plan_ledger(cfg, data_info(cfg))
     report = {"method": cfg.method.name, "privacy_mode": cfg.privacy.mode}
     if cfg.privacy.calibrate != "off":
-        key = noise_parameter(cfg)[0]
+        key = method.noise_parameter(cfg)[0]
         report["calibration"] = {"ledger": cfg.privacy.calibrate, "target_epsilon": cfg.privacy.epsilon,
                                  "parameter": key, "value": OmegaConf.select(cfg, key)}
     return {**report, **ledger.summary(float(cfg.privacy.delta))}
-
-
-def load_data(cfg: DictConfig):
-    return load_dataset(cfg.dataset.name, root=cfg.data.root, download=cfg.data.download, **cfg.dataset.options)
 
 
 def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any]:

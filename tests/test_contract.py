@@ -26,10 +26,9 @@ TINY = {
               "method.batch_size=32", "method.generator_iterations=3", "method.vae_epochs=1",
               "method.synthetic_count=200", "method.latent_dim=4"] for name in ("dgd", "dgd_plus")},
 }
-NON_PRIVATE = {("teacher", "label"), ("dfkd", "label"), ("kd_data", "label"), ("dpsd", "none")}
-# Methods whose mechanism has no label mode run under their own privacy group.
-PRIVACY = {"dpdfd": "data", "dpdfd_direct": "data"}
-CASES = [(name, PRIVACY.get(name, "label")) for name in METHODS.names()] + [("dpsd", "none")]
+NON_PRIVATE = {("teacher", None), ("dfkd", None), ("kd_data", None), ("dpsd", "none")}
+# privacy=None: the method's own privacy group (its YAML's defaults list), as `dpsd run method=<name>` takes it.
+CASES = [(name, None) for name in METHODS.names()] + [("dpsd", "none")]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +38,8 @@ def results_dir(tmp_path_factory):
 
 
 def tiny_cfg(results_dir, name, privacy, *extra):
-    return compose([f"method={name}", f"privacy={privacy}", f"results_dir={results_dir}", *TEACHER,
+    chosen = [] if privacy is None else [f"privacy={privacy}"]
+    return compose([f"method={name}", "dataset=digits", *chosen, f"results_dir={results_dir}", *TEACHER,
                     *TINY.get(name, GENERIC), *extra])
 
 
@@ -56,7 +56,7 @@ def test_every_method_runs_evaluates_and_fills_the_ledger_it_planned(results_dir
 
 
 def test_a_baseline_run_is_recorded_in_mlflow(results_dir):
-    summary = run_experiment(tiny_cfg(results_dir, "teacher", "label"), show_progress=False)
+    summary = run_experiment(tiny_cfg(results_dir, "teacher", None), show_progress=False)
     mlflow.set_tracking_uri(f"sqlite:///{results_dir / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["dpsd"])
     assert list(runs["run_id"]) == [summary["run_id"]]

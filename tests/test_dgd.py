@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from dpsd.config import compose
+from dpsd.config import compose, validate
 from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
@@ -126,11 +126,11 @@ def test_vae_reconstructs_to_the_input_shape_and_bounds_codes(size):
 
 def test_bad_switches_are_config_errors():
     with pytest.raises(ConfigError, match="laplace, gaussian"):
-        plan_dgd_ledger(dgd_cfg("method.aggregator=median"), DIGITS)
+        validate(dgd_cfg("method.aggregator=median"))
     with pytest.raises(ConfigError, match="synthetic, private"):
-        plan_dgd_ledger(dgd_cfg("method.vae_data=public"), DIGITS)
+        validate(dgd_cfg("method.vae_data=public"))
     with pytest.raises(ConfigError, match="privacy=label"):
-        plan_dgd_ledger(dgd_cfg("privacy=data"), DIGITS)
+        validate(dgd_cfg("privacy=data"))
 
 
 @pytest.fixture(scope="module")

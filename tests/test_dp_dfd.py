@@ -10,7 +10,7 @@ from dpsd.config import compose
 from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
-from dpsd.methods.dp_dfd import DPDFD, DPDFDTrainer, selection_threshold, steps_per_stage
+from dpsd.methods.dp_dfd import DpDfd, DpDfdTrainer, selection_threshold, steps_per_stage
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import rigorous_epsilon
 from dpsd.privacy.events import RandomizedResponseRelease, UnprotectedRelease
@@ -122,8 +122,8 @@ def test_claim_is_the_per_answer_epsilon_as_label_dp():
 def test_ledger_counts_stages_times_samples_and_every_teacher_read():
     cfg = compose(["method=dp_dfd", "privacy.query_epsilon=3.0", "method.stages=7", "method.samples_per_stage=300",
                    "method.batch_size=100", "method.student_epochs=2", "method.pretrain_iterations=11"])
-    assert steps_per_stage(cfg) == 6 and DPDFD.total_steps(cfg) == 42
-    ledger = DPDFD.plan_ledger(cfg, INFO)
+    assert steps_per_stage(cfg) == 6 and DpDfd.total_steps(cfg) == 42
+    ledger = DpDfd.plan_ledger(cfg, INFO)
     events = ledger.events
     assert [type(e) for e in events] == [UnprotectedRelease, RandomizedResponseRelease, UnprotectedRelease]
     assert events[0].count == 11  # pre-training
@@ -138,7 +138,7 @@ def test_ledger_counts_stages_times_samples_and_every_teacher_read():
 def test_without_teacher_reads_the_rigorous_ledger_is_binary_rr_composed():
     cfg = compose(["method=dp_dfd", "privacy.query_epsilon=0.01", "method.stages=3", "method.samples_per_stage=50",
                    "method.pretrain_iterations=0", "method.finetune_eq2=off"])
-    summary = DPDFD.plan_ledger(cfg, INFO).summary(1e-5)
+    summary = DpDfd.plan_ledger(cfg, INFO).summary(1e-5)
     expected = rigorous_epsilon([RandomizedResponseRelease(epsilon=0.01, num_buckets=2, count=150)], 1e-5)
     assert summary["eps_rigorous"] == pytest.approx(expected["eps_rigorous"])
     assert 0.01 < summary["eps_rigorous"] < 1.5  # composed over 150 answers, finite
@@ -146,12 +146,12 @@ def test_without_teacher_reads_the_rigorous_ledger_is_binary_rr_composed():
 
 
 def test_soft_answers_and_unsupported_modes():
-    soft = DPDFD.plan_ledger(compose(["method=dp_dfd", "method.keep_answer=soft"]), INFO)
+    soft = DpDfd.plan_ledger(compose(["method=dp_dfd", "method.keep_answer=soft"]), INFO)
     assert all(isinstance(e, UnprotectedRelease) for e in soft.events)
     with pytest.raises(ConfigError, match="privacy=label or privacy=none"):
-        DPDFD.plan_ledger(compose(["method=dp_dfd", "privacy=data"]), INFO)
+        DpDfd.check_config(compose(["method=dp_dfd", "privacy=data"]))
     with pytest.raises(ConfigError, match="keep_answer"):
-        DPDFD.plan_ledger(compose(["method=dp_dfd", "method.keep_answer=maybe"]), INFO)
+        DpDfd.check_config(compose(["method=dp_dfd", "method.keep_answer=maybe"]))
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +189,7 @@ class CountingTeacher(nn.Module):
 
 
 def test_labels_are_queried_once_per_stage_and_reused(results_dir):
-    from dpsd.experiment import load_data
+    from dpsd.data import load_data
     from dpsd.methods.base import RunContext
     from dpsd.privacy.accounting import Ledger
     from dpsd.teachers import load_or_train_teacher
@@ -202,7 +202,7 @@ def test_labels_are_queried_once_per_stage_and_reused(results_dir):
     counting = CountingTeacher(teacher)
     ctx = RunContext(cfg=cfg, data=data, teachers=[counting], device=torch.device("cpu"),
                      rng=torch.Generator().manual_seed(0), ledger=Ledger())
-    trainer = DPDFDTrainer(ctx)
+    trainer = DpDfdTrainer(ctx)
     trainer.step()
     targets = trainer.targets
     assert counting.answered == 48 and targets.shape == (48, 10)

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from dpsd.cli import main
-from dpsd.config import compose
+from dpsd.config import compose, resolve_device
 from dpsd.errors import ConfigError, Fault
-from dpsd.experiment import check_finite, resolve_device, run_experiment
+from dpsd.experiment import check_finite, run_experiment
 from dpsd.teachers import load_or_train_teacher, teacher_key
 from dpsd.tracking import INTENDED_URI, SYNCED_TO, sync_runs
 
@@ -84,7 +84,7 @@ def test_a_device_that_is_not_here_is_one_line_listing_those_that_are(monkeypatc
 
 
 def test_a_truncated_teacher_cache_is_retrained_with_a_one_line_warning(tmp_path, capsys):
-    from dpsd.experiment import load_data
+    from dpsd.data import load_data
 
     cfg = compose([*TINY, f"results_dir={tmp_path}", "device=cpu"])
     data = load_data(cfg)

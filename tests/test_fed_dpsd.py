@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from dpsd.config import compose
+from dpsd.config import compose, resolve_device, validate
+from dpsd.data import load_data
 from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.errors import ConfigError
-from dpsd.experiment import load_data, resolve_device
 from dpsd.methods.base import RunContext
 from dpsd.methods.dpsd import plan_dpsd_ledger
 from dpsd.methods.fed_dpsd import (
@@ -160,7 +160,7 @@ def test_server_side_noise_leaves_the_server_an_unprotected_view(results):
 def test_bad_config_is_refused(override):
     cfg = compose(["method=fed_dpsd", override])
     with pytest.raises(ConfigError, match="method"):
-        plan_fed_dpsd_ledger(cfg, None)
+        validate(cfg)
 
 
 @pytest.mark.slow  # starting Ray and its actor processes: 10-100 s on a shared 2-core machine

@@ -19,7 +19,7 @@ from dpsd.methods.dpdfd import DPDFDAnnotator
 from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.models import GaussianNoise, build_generator
 from dpsd.privacy.accounting import Ledger
-from dpsd.experiment import load_data
+from dpsd.data import load_data
 from dpsd.teachers import load_or_train_teacher
 
 TEACHER = ["model.teacher.recipe.steps=30", "device=cpu", "tracking=none"]

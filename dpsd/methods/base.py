@@ -10,7 +10,7 @@ it happens; ``fit`` records the releases as it makes them into ``ctx.ledger``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol
+from typing import Callable, Optional
 
 import torch
 from omegaconf import DictConfig
@@ -52,38 +52,93 @@ class RunResult:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
-class Trainer(Protocol):
-    """One iterative method's state; ``step()`` runs one iteration of its algorithm."""
+class Trainer:
+    """One iterative method's state; ``step()`` runs one iteration of its algorithm.
 
-    def step(self) -> dict[str, float]: ...
+    ``student`` and ``generator`` (``None`` for a method without one) are what the run releases;
+    ``queries`` counts the teacher queries made so far (samples annotated for the student);
+    ``sample_grid()`` a few synthetic images (``None`` without a generator); ``close()`` lets go of
+    what the trainer holds beyond the run (FedDPSD's Ray clients).
+    """
+
+    student: nn.Module
+    generator: Optional[nn.Module] = None
+    queries: int = 0
+
+    def step(self) -> dict[str, float]:
+        raise NotImplementedError
+
+    def sample_grid(self) -> Optional[torch.Tensor]:
+        return None
+
+    def close(self) -> None:
+        """Nothing to let go of by default."""
+
+
+NOISE_PARAMETERS: dict[str, tuple[str, float, float]] = {
+    "label": ("privacy.query_epsilon", 1e-6, 1e3),
+    "data": ("privacy.sigma", 1e-3, 1e9),
+}
+"""Privacy mode -> the config key ``privacy.calibrate`` solves for by default, and the smallest and
+largest value searched: the randomized response's per-query epsilon (label mode), the Gaussian noise
+scale with ``beta`` kept (data mode)."""
 
 
 class Method:
-    """Base class: subclasses implement ``plan_ledger`` and ``fit``.
+    """Base class: subclasses implement ``plan_ledger`` and either ``make_trainer`` or ``fit``.
+
+    Iterative methods implement ``make_trainer(ctx)``: the :class:`Trainer` whose ``step()`` is one
+    iteration of their algorithm. The default ``fit`` runs ``total_steps(cfg)`` of them (the one
+    iteration loop) and ``python -m dpsd.bench`` times the same step against ``privacy=none``.
+    ``check_config`` rejects, before any data is read, settings the method cannot honour;
+    ``noise_parameter`` names what ``privacy.calibrate`` solves for.
 
     ``noise_off`` maps each config key that sets the noise of the method's mechanisms to its
     no-noise value (``privacy.noiseless=true``, :func:`dpsd.config.switch_noise_off`); empty: the
     method has no noiseless rung.
-
-    Iterative methods also implement ``make_trainer(ctx)``: the object whose ``step()`` is one
-    iteration of their algorithm. ``fit`` loops over it and ``python -m dpsd.bench`` times it
-    against the same step with ``privacy=none``.
     """
 
     noise_off: dict[str, float] = {}
 
-    def make_trainer(self, ctx: RunContext) -> Trainer:
-        raise NotImplementedError(f"{type(self).__name__} has no per-iteration trainer")
+    @staticmethod
+    def check_config(cfg: DictConfig) -> None:
+        """One-line ConfigErrors for settings this method cannot honour (run by ``config.validate``)."""
+
+    @staticmethod
+    def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
+        """The config key path ``privacy.calibrate`` solves for and its search range: by default
+        the privacy mode's (:data:`NOISE_PARAMETERS`)."""
+        return NOISE_PARAMETERS[cfg.privacy.mode]
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
         raise NotImplementedError
 
-    def fit(self, ctx: RunContext) -> RunResult:
-        raise NotImplementedError
+    def make_trainer(self, ctx: RunContext) -> Trainer:
+        raise NotImplementedError(f"{type(self).__name__} has no per-iteration trainer")
 
     @staticmethod
     def total_steps(cfg: DictConfig) -> int:
         """Steps a run takes (the progress bar's length): ``method.iterations`` T times
         ``method.steps_per_iteration`` s (issue 13: an iteration read as s steps; 1 where a method has no s)."""
         return int(cfg.method.iterations) * int(cfg.method.get("steps_per_iteration", 1))
+
+    def fit(self, ctx: RunContext) -> RunResult:
+        """``total_steps(cfg)`` steps of the method's trainer, then :meth:`result`."""
+        trainer = self.make_trainer(ctx)
+        try:
+            metrics: dict[str, float] = {}
+            for step in range(self.total_steps(ctx.cfg)):
+                metrics = trainer.step()
+                ctx.progress(step, metrics)
+            return self.result(ctx, trainer, metrics)
+        finally:
+            trainer.close()
+
+    def result(self, ctx: RunContext, trainer: Trainer, metrics: dict[str, float]) -> RunResult:
+        """What a finished trainer releases; ``metrics`` are the last step's, logged as ``final_<name>``,
+        with the teacher queries the run made."""
+        return RunResult(
+            student=trainer.student, generator=trainer.generator, ledger=ctx.ledger, samples=trainer.sample_grid(),
+            metrics={**{f"final_{name}": value for name, value in metrics.items()}, "queries": float(trainer.queries)},
+        )

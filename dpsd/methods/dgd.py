@@ -150,7 +150,6 @@ def dgd_claim(cfg: DictConfig) -> claims.Claim:
 
 
 def plan_dgd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
-    check_config(cfg)
     method = cfg.method
     # eps_labels_only: what the paper's analysis covers (the ensemble's labels and the latent codes,
     # the generator treated as public); never eps_rigorous, which is inf for DGD (its generator)
@@ -372,13 +371,13 @@ def train_student(ctx: RunContext, queries: Tensor, targets: Tensor, triples: Te
 class DGD(Method):
     """DGD; ``method=dgd_plus`` is the same pipeline with Gaussian aggregation (``aggregator``)."""
 
+    check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_dgd_ledger)
     # Eq. (3)'s Laplace (or DGD+'s Gaussian) vote noise and the latent codes' Laplace noise
     noise_off = {"privacy.query_epsilon": math.inf, "method.sigma": 0.0, "method.latent_epsilon": math.inf}
 
     def fit(self, ctx: RunContext) -> RunResult:
         cfg, data, method = ctx.cfg, ctx.data, ctx.cfg.method
-        check_config(cfg)
         size, teachers, queries_n = len(data.train), int(method.num_teachers), int(method.queries)
         metrics: dict[str, float] = {}
         if method.vae_data == "synthetic":

@@ -10,7 +10,7 @@ Alg. 1 of ``../shared/papers/dp-dfd-selective-randomized-response.md`` (Liu et a
   response R(y_s, y_t, t) (:func:`dpsd.privacy.mechanisms.selective_randomized_response`);
   (d) train the student with the KL loss of Eq. (3) on the labelled set and fine-tune the generator.
 
-``DPDFDTrainer.step()`` is one student minibatch update (plus one generator fine-tuning update)
+``DpDfdTrainer.step()`` is one student minibatch update (plus one generator fine-tuning update)
 within a stage; the step that opens a stage generates and labels its set. Readings where the paper
 is ambiguous are config switches, see ``conf/method/dp_dfd.yaml``.
 """
@@ -29,7 +29,7 @@ from dpsd.data import DataInfo
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import generator_loss, student_loss_for_generator
 from dpsd.errors import ConfigError
-from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, RunContext, Trainer, register_method
 from dpsd.models import generator_trainable
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
@@ -144,7 +144,6 @@ def finetune_release(cfg: DictConfig, count: int) -> list[PrivacyEvent]:
 
 def plan_dp_dfd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     """Every release of a DP-DFD run: pre-training, T * samples_per_stage labels, fine-tuning."""
-    check_config(cfg)
     method = cfg.method
     ledger = Ledger()
     for event in pretrain_release(cfg):
@@ -199,12 +198,11 @@ class SelectiveAnnotator:
         return answers
 
 
-class DPDFDTrainer:
+class DpDfdTrainer(Trainer):
     """The state of one DP-DFD run; ``step()`` is one student (and generator) update of a stage."""
 
     def __init__(self, ctx: RunContext) -> None:
         cfg, info, device, rng = ctx.cfg, ctx.info, ctx.device, ctx.rng
-        check_config(cfg)
         method = cfg.method
         self.ctx, self.cfg, self.info, self.rng, self.device = ctx, cfg, info, rng, device
         self.batch_size = int(method.batch_size)
@@ -300,9 +298,10 @@ class DPDFDTrainer:
 
 
 @register_method("dp_dfd")
-class DPDFD(Method):
+class DpDfd(Method):
     """DP-DFD, Alg. 1: teacher-pretrained generator, T stages of once-labelled synthetic sets."""
 
+    check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_dp_dfd_ledger)
     noise_off = {"privacy.query_epsilon": math.inf}  # selective RR keeps the truth whenever it is in I
 
@@ -310,16 +309,5 @@ class DPDFD(Method):
     def total_steps(cfg: DictConfig) -> int:
         return stages(cfg) * steps_per_stage(cfg)
 
-    def make_trainer(self, ctx: RunContext) -> DPDFDTrainer:
-        return DPDFDTrainer(ctx)
-
-    def fit(self, ctx: RunContext) -> RunResult:
-        trainer = self.make_trainer(ctx)
-        metrics: dict[str, float] = {}
-        for step in range(self.total_steps(ctx.cfg)):
-            metrics = trainer.step()
-            ctx.progress(step, metrics)
-        return RunResult(
-            student=trainer.student, generator=trainer.generator, ledger=ctx.ledger, samples=trainer.sample_grid(),
-            metrics={**{f"final_{name}": value for name, value in metrics.items()}, "queries": float(trainer.queries)},
-        )
+    def make_trainer(self, ctx: RunContext) -> DpDfdTrainer:
+        return DpDfdTrainer(ctx)

@@ -41,7 +41,7 @@ from dpsd.data import DataInfo
 from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, output_gradient_release
 from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
-from dpsd.methods.base import RunContext, register_method
+from dpsd.methods.base import RunContext, Trainer, register_method
 from dpsd.methods.dpsd import DPSD, DPSDTrainer, steps_note
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy import claims
@@ -109,7 +109,6 @@ def dpdfd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Pri
 
 def plan_dpdfd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     """The whole run's releases, Theorem 3's claim and the caveats."""
-    check_config(cfg)
     method, privacy = cfg.method, cfg.privacy
     ledger = Ledger()
     iterations, steps = int(method.iterations), DPDFD.total_steps(cfg)
@@ -202,14 +201,13 @@ def private_batches(ctx: RunContext) -> Iterator[tuple[Tensor, Tensor]]:
     return itertools.chain.from_iterable(itertools.repeat(loader))
 
 
-class DirectTrainer:
+class DirectTrainer(Trainer):
     """§4.4 "Direct Training on Private Data" (Table 4): Alg. 1 lines 5-12 on private batches.
 
     The output gradient of the cross-entropy L(phi(x), y) goes through the same A_{C,sigma} (the
     label plays the teacher's argmax), the model descends the CE to y_s; there is no generator.
     """
 
-    generator = None
     queries = 0  # the labels are the private data's own: no teacher query
 
     def __init__(self, ctx: RunContext) -> None:
@@ -238,19 +236,16 @@ class DirectTrainer:
         self.optimizer.step()
         return {"student_loss": loss.item()}
 
-    def sample_grid(self) -> None:
-        return None  # no generator, no synthetic samples
-
 
 @register_method("dpdfd")
 @register_method("dpdfd_direct")
 class DPDFD(DPSD):
     """Alg. 1 (``method=dpdfd``) and direct training on private data (``method=dpdfd_direct``)."""
 
+    check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_dpdfd_ledger)
 
     def make_trainer(self, ctx: RunContext) -> DPDFDTrainer | DirectTrainer:
-        check_config(ctx.cfg)
         if ctx.cfg.method.train_on == "private":
             return DirectTrainer(ctx)
         return DPDFDTrainer(ctx)

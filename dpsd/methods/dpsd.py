@@ -23,7 +23,7 @@ from dpsd.data import DataInfo
 from dpsd.distill.annotators import PrivateAnnotator, output_gradient_release
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import generator_loss, student_loss_for_generator
-from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, RunContext, Trainer, register_method
 from dpsd.models import generator_trainable
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
@@ -103,7 +103,7 @@ def steps_note(cfg: DictConfig, ledger: Ledger) -> None:
         )
 
 
-class DPSDTrainer:
+class DPSDTrainer(Trainer):
     """The state of one DPSD run (student, generator, latents, optimisers) and its Alg. 1 iteration."""
 
     def __init__(self, ctx: RunContext, query: Callable[[Tensor, Tensor], Tensor] | None = None) -> None:
@@ -183,14 +183,3 @@ class DPSD(Method):
 
     def make_trainer(self, ctx: RunContext) -> DPSDTrainer:
         return DPSDTrainer(ctx)
-
-    def fit(self, ctx: RunContext) -> RunResult:
-        trainer = self.make_trainer(ctx)
-        metrics: dict[str, float] = {}
-        for step in range(self.total_steps(ctx.cfg)):
-            metrics = trainer.step()
-            ctx.progress(step, metrics)
-        return RunResult(
-            student=trainer.student, generator=trainer.generator, ledger=ctx.ledger, samples=trainer.sample_grid(),
-            metrics={**{f"final_{name}": value for name, value in metrics.items()}, "queries": float(trainer.queries)},
-        )

@@ -226,7 +226,6 @@ def check_config(cfg: DictConfig) -> None:
 
 def plan_fed_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     """One client's releases (parallel composition), DPSD's theorem as the claim, and the caveats."""
-    check_config(cfg)
     ledger = plan_dpsd_ledger(cfg, info)
     method = cfg.method
     ledger.notes.append(
@@ -254,16 +253,28 @@ def client_member(index: int, cfg: DictConfig) -> str:
     return f"dirichlet {index}/{method.num_clients} alpha {float(method.dirichlet_alpha):g} seed {int(cfg.seed)}"
 
 
+class FedDPSDTrainer(DPSDTrainer):
+    """DPSD's server iteration (Alg. 2 lines 3-6, 15-16) querying ``clients`` instead of a teacher."""
+
+    def __init__(self, ctx: RunContext, clients: LocalClients | RayClients, server: PrivateAnnotator,
+                 partition_sizes: list[int]) -> None:
+        super().__init__(ctx, query=FederatedQuery(ctx.cfg, clients, server))
+        self.clients, self.partition_sizes = clients, partition_sizes
+
+    def close(self) -> None:
+        self.clients.close()
+
+
 @register_method("fed_dpsd")
 class FedDPSD(Method):
     """Alg. 2: DPSD's server loop with the clients' averaged privatised answers as annotations."""
 
+    check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_fed_dpsd_ledger)
     noise_off = DPSD.noise_off
 
-    def make_trainer(self, ctx: RunContext) -> DPSDTrainer:
+    def make_trainer(self, ctx: RunContext) -> FedDPSDTrainer:
         cfg, data, device = ctx.cfg, ctx.data, ctx.device
-        check_config(cfg)
         method = cfg.method
         parts = dirichlet_partition(
             dataset_labels(data.train), int(method.num_clients), float(method.dirichlet_alpha), int(cfg.seed)
@@ -282,24 +293,12 @@ class FedDPSD(Method):
         else:
             clients = LocalClients([FedClient(cfg, ctx.info, t, s) for t, s in zip(teachers, seeds)])
         server = PrivateAnnotator(cfg, ctx.info.num_classes, ctx.rng)
-        trainer = DPSDTrainer(ctx, query=FederatedQuery(cfg, clients, server))
-        trainer.clients = clients
-        trainer.partition_sizes = [len(part) for part in parts]
-        return trainer
+        return FedDPSDTrainer(ctx, clients, server, [len(part) for part in parts])
 
-    def fit(self, ctx: RunContext) -> RunResult:
-        trainer = self.make_trainer(ctx)
-        metrics: dict[str, float] = {}
-        try:
-            for step in range(self.total_steps(ctx.cfg)):
-                metrics = trainer.step()
-                ctx.progress(step, metrics)
-            client_ledgers = trainer.clients.ledgers()
-        finally:
-            trainer.clients.close()
-        metrics = {f"final_{name}": value for name, value in metrics.items()}
-        metrics["clients"] = float(len(client_ledgers))
-        metrics["smallest_client_records"] = float(min(trainer.partition_sizes))
-        metrics["queries"] = float(trainer.queries)  # samples annotated, each answered by every client
-        return RunResult(student=trainer.student, generator=trainer.generator, ledger=ctx.ledger,
-                         samples=trainer.sample_grid(), metrics=metrics)
+    def result(self, ctx: RunContext, trainer: FedDPSDTrainer, metrics: dict[str, float]) -> RunResult:
+        """DPSD's result (``queries``: samples annotated, each answered by every client), with the
+        number of clients and the smallest client's records."""
+        result = super().result(ctx, trainer, metrics)
+        result.metrics["clients"] = float(len(trainer.clients.ledgers()))
+        result.metrics["smallest_client_records"] = float(min(trainer.partition_sizes))
+        return result

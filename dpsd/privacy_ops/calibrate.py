@@ -3,12 +3,12 @@
 ``privacy.epsilon`` is the target and ``privacy.calibrate`` names the ledger that must meet it
 (DESIGN.md, "Privacy: two ledgers, always both"): ``claimed`` (the paper's own formula),
 ``rigorous`` (the standard accountant over every teacher query) or ``off`` (the noise parameter is
-used as configured). The parameter solved for is the one the method names through an optional
-``noise_parameter(cfg) -> (config key path, smallest, largest)`` static method (DP-SGD:
-``method.noise_multiplier``; PATE: ``method.sigma`` for GNMax, ``method.gamma`` for LNMax), and
-otherwise the one the privacy mode names (:data:`NOISE_PARAMETERS`): the randomized response's
+used as configured). The parameter solved for is the one the method names with
+:meth:`Method.noise_parameter <dpsd.methods.base.Method.noise_parameter>` (DP-SGD:
+``method.noise_multiplier``; PATE: ``method.sigma`` for GNMax, ``method.gamma`` for LNMax; by
+default the privacy mode's, :data:`~dpsd.methods.base.NOISE_PARAMETERS`: the randomized response's
 per-query ``privacy.query_epsilon`` in label mode, the Gaussian noise scale ``privacy.sigma`` in
-data mode (``beta`` kept). The ledger comes from the method's own ``plan_ledger``, so calibration
+data mode, ``beta`` kept). The ledger comes from the method's own ``plan_ledger``, so calibration
 works for any registered method.
 
 The solve is Brent's method (``scipy.optimize.brentq``) on ``log eps(x) - log target`` over
@@ -26,13 +26,9 @@ import math
 from omegaconf import DictConfig, OmegaConf
 from scipy.optimize import brentq
 
+from dpsd.data import data_info
 from dpsd.errors import ConfigError
-
-NOISE_PARAMETERS: dict[str, tuple[str, float, float]] = {
-    "label": ("query_epsilon", 1e-6, 1e3),
-    "data": ("sigma", 1e-3, 1e9),
-}
-"""Privacy mode -> (the ``privacy`` key solved for, the smallest and largest value searched)."""
+from dpsd.methods import METHODS
 
 TOLERANCE = 0.005
 """A solution's ledger ε lies in [target (1 - TOLERANCE), target]."""
@@ -43,27 +39,12 @@ _LOG_INF = 1e3
 
 def ledger_epsilon(cfg: DictConfig, ledger: str) -> float:
     """The run ``cfg`` describes, accounted on ``ledger`` (``claimed`` or ``rigorous``)."""
-    from dpsd.data import data_info
-    from dpsd.methods import METHODS
-
     planned = METHODS.get(cfg.method.name).plan_ledger(cfg, data_info(cfg))
     if ledger == "claimed":
         if planned.claim is None:
             raise ConfigError(f"privacy.calibrate=claimed: method {cfg.method.name!r} states no claimed epsilon")
         return float(planned.claim.epsilon)
     return float(planned.summary(float(cfg.privacy.delta))["eps_rigorous"])
-
-
-def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
-    """The config key path calibration solves for and its search range: the method's own
-    ``noise_parameter(cfg)`` where it defines one, else the privacy mode's (:data:`NOISE_PARAMETERS`)."""
-    from dpsd.methods import METHODS
-
-    own = getattr(METHODS.get(cfg.method.name), "noise_parameter", None)
-    if own is not None:
-        return own(cfg)
-    key, low, high = NOISE_PARAMETERS[cfg.privacy.mode]
-    return f"privacy.{key}", low, high
 
 
 def _with(cfg: DictConfig, path: str, value: float) -> DictConfig:
@@ -83,7 +64,7 @@ def calibrate(cfg: DictConfig) -> DictConfig:
     ledger = privacy.calibrate
     if ledger == "off":
         return cfg
-    key, low, high = noise_parameter(cfg)
+    key, low, high = METHODS.get(cfg.method.name).noise_parameter(cfg)
     target = float(privacy.epsilon)
 
     def excess(log_value: float) -> float:

@@ -140,7 +140,8 @@ def load_released(folder: Path, cfg: DictConfig, device: torch.device) -> dict[s
 
 def audit_models(cfg: DictConfig, released: dict[str, nn.Module], samples: int, synthetic: int) -> dict[str, Any]:
     """Membership-inference results for ``released`` and the run's non-private teacher."""
-    from dpsd.experiment import load_data, resolve_device
+    from dpsd.config import resolve_device
+    from dpsd.data import load_data
     from dpsd.teachers import load_or_train_teacher
 
     device = resolve_device(cfg.device)
@@ -166,8 +167,7 @@ def audit_models(cfg: DictConfig, released: dict[str, nn.Module], samples: int, 
 def audit_run(run: str, overrides: list[str], samples: int = 1000, synthetic: int = 2000) -> tuple[DictConfig, dict]:
     """Load ``run``'s config and released models, apply dotted ``overrides`` (``data.root=...``,
     ``device=cpu``, ``tracking.enabled=false``) and attack them; returns the config and the report."""
-    from dpsd.config import compose
-    from dpsd.experiment import resolve_device
+    from dpsd.config import compose, resolve_device
 
     if samples < 1 or synthetic < 1:
         raise ConfigError(f"audit model: --samples and --synthetic must be >= 1, got {samples}, {synthetic}")

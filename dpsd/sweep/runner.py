@@ -25,7 +25,7 @@ from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import compose, resolve_paths, validate
+from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError
 from dpsd.sweep.spec import Cell, Spec, expand_configs, load_spec
 from dpsd.sweep.store import (DATA_ABSENT, DONE, cell_tags, client_for, is_done, parent_run, record_data_absent,
@@ -76,8 +76,7 @@ def prepare_teacher(overrides: Sequence[str], threads: float | None = None) -> d
     """Load the dataset of a cell and train (or find cached) its full-data teacher.
 
     Returns ``{"absent": reason}`` when the dataset's files are missing, else the teacher record."""
-    from dpsd.data import DataAbsent
-    from dpsd.experiment import load_data, resolve_device
+    from dpsd.data import DataAbsent, load_data
     from dpsd.teachers import load_or_train_teacher
 
     cfg = _cell_config(overrides, threads)
@@ -186,8 +185,7 @@ def _teacher_group(cfg: DictConfig) -> str:
 
 def _data_absent_locally(cells: list[Cell], configs: list[DictConfig]) -> dict[str, str]:
     """``config_hash -> reason`` for cells whose dataset cannot be loaded here (dry run)."""
-    from dpsd.data import DataAbsent
-    from dpsd.experiment import load_data
+    from dpsd.data import DataAbsent, load_data
 
     seen: dict[str, str | None] = {}
     absent = {}
