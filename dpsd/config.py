@@ -47,6 +47,7 @@ class PrivacyConfig:
     calibrate: str = "off"
     k: Optional[int] = None
     rr_domain: str = "topk"
+    rr_prior: str = "topk"  # label mode: topk (DPSD Eq. (5)) | rr_with_prior (Ghazi et al. 2021 Alg. 2, a labelled variant)
     sigma: Optional[float] = None
     beta: Optional[float] = None
     stability: float = 1e-4
@@ -92,6 +93,7 @@ ConfigStore.instance().store(name="base_config", node=RunConfig)
 
 PRIVACY_MODES = ("label", "data", "none")
 CALIBRATIONS = ("claimed", "rigorous", "off")
+RR_PRIORS = ("topk", "rr_with_prior")
 _UNKNOWN_OPTION = re.compile(r"Could not find '([\w/]+)/(\w+)'")
 
 
@@ -171,6 +173,10 @@ def validate(cfg: DictConfig) -> None:
             value = privacy[name]
             if value is None or value < 0 or (value == 0 and not (name == "sigma" and privacy.noiseless)):
                 raise ConfigError(f"privacy.{name} must be > 0, got {value}")
+    if privacy.rr_prior not in RR_PRIORS:
+        raise ConfigError(f"privacy.rr_prior must be one of {', '.join(RR_PRIORS)}, got {privacy.rr_prior!r}")
+    if privacy.rr_prior == "rr_with_prior" and privacy.rr_domain != "topk":
+        raise ConfigError("privacy.rr_prior=rr_with_prior chooses its own answer set per sample: needs privacy.rr_domain=topk")
     if privacy.mode in ("label", "data") and not 2 <= privacy.k <= num_classes:
         raise ConfigError(
             f"privacy.k must lie in [2, {num_classes}] for {cfg.dataset.name} "

@@ -204,3 +204,20 @@ def test_steps_per_iteration_must_be_positive():
 
     with pytest.raises(ConfigError, match="steps_per_iteration"):
         validate(compose(["method=dpsd", "method.steps_per_iteration=0"]))
+
+
+# ------------------------------------------------------------- RRWithPrior (a labelled variant)
+
+
+def test_rr_with_prior_is_a_labelled_variant_with_its_own_claim_and_a_dominating_ledger(results_dir, run_as_planned):
+    metrics, ledger = run_as_planned(tiny(results_dir, "dpsd", "label", "privacy.rr_prior=rr_with_prior", "privacy.epsilon=2"))
+    assert ledger["eps_claimed"] == 2 and "Ghazi" in ledger["claimed_source"]
+    assert all(event["num_buckets"] == 2 for event in ledger["events"])
+    assert sum(event["count"] for event in ledger["events"]) == metrics["queries"] == 3 * 32
+    assert any("not the paper's method" in note for note in ledger["notes"])
+
+
+@pytest.mark.parametrize("name", ["dp_dfd", "dgd"])
+def test_rr_with_prior_is_refused_where_the_method_has_no_top_k_rr(name):
+    with pytest.raises(ConfigError, match="rr_prior must be topk"):
+        privacy_report(compose([f"method={name}", "privacy=label", "privacy.rr_prior=rr_with_prior"]))

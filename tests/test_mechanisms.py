@@ -98,3 +98,41 @@ def test_mechanisms_are_reproducible_from_the_generator():
     first = mechanisms.randomized_response(truth, 10, 1.0, rng(8))
     second = mechanisms.randomized_response(truth, 10, 1.0, rng(8))
     assert torch.equal(first, second)
+
+
+def rr_with_prior_expected(prior: list[float], truth: int, epsilon: float) -> list[float]:
+    """Ghazi et al. 2021 Alg. 2 written out from its definition, for one prior and one label."""
+    order = sorted(range(len(prior)), key=lambda c: -prior[c])
+    gains = [sum(prior[c] for c in order[:k]) * math.exp(epsilon) / (math.exp(epsilon) + k - 1)
+             for k in range(1, len(prior) + 1)]
+    k = gains.index(max(gains)) + 1
+    top = order[:k]
+    if truth not in top:
+        return [1 / k if c in top else 0.0 for c in range(len(prior))]
+    denominator = math.exp(epsilon) + k - 1
+    return [(math.exp(epsilon) if c == truth else 1.0) / denominator if c in top else 0.0 for c in range(len(prior))]
+
+
+@pytest.mark.parametrize("prior,epsilon,k", [
+    ([0.5, 0.3, 0.1, 0.05, 0.05], 1.0, 2),   # a peaked prior: a small set
+    ([0.5, 0.3, 0.1, 0.05, 0.05], 2.0, 3),   # a larger eps affords a larger set
+    ([0.2] * 5, 1.0, 5),                      # flat: plain 5-ary RR
+    ([0.96, 0.01, 0.01, 0.01, 0.01], 0.5, 1),  # a confident prior at a small eps: answer its top-1
+])
+def test_rr_with_prior_frequencies_match_its_definition(prior, epsilon, k):
+    probs = torch.tensor(prior).expand(N, -1)
+    assert torch.equal(mechanisms.rr_with_prior_k(probs[:1], epsilon), torch.tensor([k]))
+    for truth, seed in ((1, 4), (4, 5)):  # the label inside and (for k < 4) outside the prior's top-k
+        answers = mechanisms.rr_with_prior(torch.full((N,), truth), probs, epsilon, rng(seed))
+        frequencies = torch.bincount(answers, minlength=len(prior)).double() / N
+        for cls, expected in enumerate(rr_with_prior_expected(prior, truth, epsilon)):
+            assert abs(frequencies[cls].item() - expected) < binomial_tolerance(expected, N), (truth, cls)
+
+
+def test_rr_with_prior_is_plain_rr_with_a_flat_prior_and_exact_without_noise():
+    flat = torch.full((8, 10), 0.1)
+    assert (mechanisms.rr_with_prior_k(flat, 0.3) == 10).all()
+    peaked = torch.softmax(torch.randn(500, 10, generator=rng(6)) * 3, dim=1)
+    truth = torch.randint(0, 10, (500,), generator=rng(7))
+    answers = mechanisms.rr_with_prior(truth, peaked, math.inf, rng(8))  # eps = inf: k covers all the prior's mass
+    assert torch.equal(answers, truth)

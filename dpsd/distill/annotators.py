@@ -80,7 +80,14 @@ class PrivateAnnotator:
         return int(self.privacy.k)
 
     def label_sensitive(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
-        """Eq. (5): one-hot of top-k randomized response around the teacher's class."""
+        """Eq. (5): one-hot of top-k randomized response around the teacher's class; with
+        ``privacy.rr_prior=rr_with_prior`` Ghazi et al.'s RRWithPrior on the student's softmax
+        (a labelled variant: the set size k is chosen per sample from the prior)."""
+        if self.privacy.rr_prior == "rr_with_prior":
+            labels = mechanisms.rr_with_prior(
+                teacher_logits.argmax(dim=1), F.softmax(student_logits, dim=1), float(self.privacy.query_epsilon), self.rng,
+            )
+            return F.one_hot(labels, self.num_classes).to(student_logits.dtype)
         labels = mechanisms.topk_randomized_response(
             teacher_logits.argmax(dim=1), student_logits, int(self.privacy.k),
             float(self.privacy.query_epsilon), self.rng, domain=self.privacy.rr_domain,

@@ -57,6 +57,8 @@ def check_config(cfg: DictConfig) -> None:
     method = cfg.method
     if cfg.privacy.mode not in ("label", "none"):
         raise ConfigError(f"method={method.name} needs privacy=label (privacy.query_epsilon is eps_0) or none, got privacy.mode={cfg.privacy.mode!r}")
+    if cfg.privacy.rr_prior != "topk":
+        raise ConfigError(f"method={method.name} answers by noisy votes: privacy.rr_prior must be topk, got {cfg.privacy.rr_prior!r}")
     for key, accepted in (("aggregator", AGGREGATORS), ("vae_data", VAE_DATA), ("code_projection", CODE_PROJECTIONS)):
         if method[key] not in accepted:
             raise ConfigError(f"method.{key} must be one of {', '.join(accepted)}, got {method[key]!r}")

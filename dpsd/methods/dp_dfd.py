@@ -46,6 +46,8 @@ def check_config(cfg: DictConfig) -> None:
     method = cfg.method
     if cfg.privacy.mode not in PRIVACY_MODES:
         raise ConfigError(f"method dp_dfd needs privacy=label or privacy=none, got privacy.mode={cfg.privacy.mode!r}")
+    if cfg.privacy.rr_prior != "topk":
+        raise ConfigError(f"method dp_dfd answers by selective randomized response: privacy.rr_prior must be topk, got {cfg.privacy.rr_prior!r}")
     for key, accepted in (("keep_answer", KEEP_ANSWERS), ("finetune_eq2", FINETUNE_EQ2)):
         if method[key] not in accepted:
             raise ConfigError(f"method.{key} must be one of {', '.join(accepted)}, got {method[key]!r}")

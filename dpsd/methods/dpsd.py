@@ -46,6 +46,14 @@ def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Priv
             note="teacher label of each synthetic sample, literal Eq. (5) (rr_domain=all): "
                  "an answer outside the student's top-k has an unbounded privacy loss",
         ))
+    elif privacy.mode == "label" and privacy.rr_prior == "rr_with_prior":
+        # k varies per answer (chosen from the student prior alone); binary RR_eps dominates k-ary
+        # RR_eps over a prior-chosen set for every k >= 2 (see dp_dfd.label_release), and k = 1 leaks nothing
+        releases.append(RandomizedResponseRelease(
+            epsilon=float(privacy.query_epsilon), num_buckets=2, count=iterations * batch,
+            note="teacher label of each synthetic sample, RRWithPrior (Ghazi et al. 2021 Alg. 2; variant), "
+                 "accounted as binary RR_eps, which dominates it for every per-sample k",
+        ))
     elif privacy.mode == "label":
         releases.append(RandomizedResponseRelease(
             epsilon=float(privacy.query_epsilon), num_buckets=int(privacy.k), count=iterations * batch,
@@ -69,7 +77,11 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     for release in dpsd_releases(cfg, info, DPSD.total_steps(cfg)):
         ledger.record(release)
     steps_note(cfg, ledger)
-    if privacy.mode == "label":
+    if privacy.mode == "label" and privacy.rr_prior == "rr_with_prior":
+        ledger.claim = claims.rr_with_prior_label_dp(float(privacy.query_epsilon))
+        ledger.notes.append("privacy.rr_prior=rr_with_prior: RRWithPrior (Ghazi et al. 2021) replaces Eq. (5)'s "
+                            "top-k RR; a labelled variant, not the paper's method")
+    elif privacy.mode == "label":
         ledger.claim = claims.dpsd_theorem2(float(privacy.query_epsilon))
         if privacy.rr_domain == "all":
             ledger.notes.append(

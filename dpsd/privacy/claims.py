@@ -87,6 +87,15 @@ def dpsd_theorem2(epsilon: float) -> Claim:
     return Claim(epsilon=epsilon, delta=0.0, notion="eps-label-DP", source="DPSD Theorem 2")
 
 
+def rr_with_prior_label_dp(epsilon: float) -> Claim:
+    """Ghazi et al., NeurIPS 2021, "Deep Learning with Label Differential Privacy", §3.1: RRWithPrior
+    (Alg. 2) is eps-label-DP per answer (its answer set depends on the prior only). Applied to each
+    answer as DPSD Theorem 2 is; the variant's own statement, not DPSD's."""
+    if not epsilon >= 0:
+        raise ConfigError(f"rr_with_prior_label_dp: epsilon must be >= 0, got {epsilon!r}")
+    return Claim(epsilon=epsilon, delta=0.0, notion="eps-label-DP", source="RRWithPrior (Ghazi et al. 2021, Alg. 2)")
+
+
 def dp_dfd_label_dp(epsilon: float) -> Claim:
     """DP-DFD (Liu et al., "Privacy-Preserving Student Learning with Differentially Private Data-Free
     Distillation"), §II-A and §II-C, verbatim: "the labels from the teacher are protected by the

@@ -193,3 +193,37 @@ def selective_randomized_response(
     other = _uniform_member(mask & ~truth, rng)  # a member of I other than r (k >= 2 leaves one)
     uniform = _uniform_member(mask, rng)
     return torch.where(found, torch.where(keep, teacher_label, other), uniform)
+
+
+def rr_with_prior_k(prior_probs: Tensor, epsilon: float) -> Tensor:
+    """RRWithPrior's k per row (Ghazi et al., NeurIPS 2021, "Deep Learning with Label Differential
+    Privacy", Alg. 2): the k in [1, c] maximising ``w_k = (mass of the prior's top-k) * e^eps /
+    (e^eps + k - 1)``, the probability that RR over the prior's top-k answers the true label when the
+    label is drawn from the prior. Written ``mass_k / (1 + (k-1) e^-eps)`` (no overflow; at eps = inf
+    the smallest k holding the prior's whole mass). A flat prior gives k = c: plain c-ary RR."""
+    mass = prior_probs.sort(dim=1, descending=True).values.cumsum(dim=1)  # (b, c): top-k mass
+    k = torch.arange(1, prior_probs.shape[1] + 1, device=prior_probs.device, dtype=prior_probs.dtype)
+    gain = mass / (1 + (k - 1) * math.exp(-epsilon))
+    # the first maximiser (ties: the smaller set), robust to float noise in a flat prior's cumsum
+    best = gain.max(dim=1, keepdim=True).values
+    return (gain >= best * (1 - 1e-6)).long().argmax(dim=1) + 1
+
+
+def rr_with_prior(teacher_label: Tensor, prior_probs: Tensor, epsilon: float, rng: torch.Generator) -> Tensor:
+    """RRWithPrior (Ghazi et al. 2021, Alg. 2) on class indices: per row, k = :func:`rr_with_prior_k`
+    and Y_k the prior's k most probable classes; if the true class r is in Y_k answer r with
+    probability e^eps / (e^eps + k - 1) and each other member of Y_k with 1 / (e^eps + k - 1)
+    (RR_eps over Y_k); otherwise answer a member of Y_k uniformly. Y_k depends on the prior only, so
+    each answer is eps-label-DP (the same pairs as DPSD's Eq. (5) top-k RR, with a per-row k)."""
+    k = rr_with_prior_k(prior_probs, epsilon)
+    order = prior_probs.argsort(dim=1, descending=True)
+    rank = torch.empty_like(order).scatter_(1, order, torch.arange(prior_probs.shape[1], device=order.device).expand_as(order))
+    mask = rank < k.unsqueeze(1)  # Y_k
+    truth = torch.zeros_like(mask).scatter_(1, teacher_label.unsqueeze(1), True)
+    found = (mask & truth).any(dim=1)
+    keep_p = 1.0 / (1.0 + (k - 1).to(prior_probs.dtype) * math.exp(-epsilon))
+    keep = torch.rand(k.shape, generator=rng, device=k.device) < keep_p
+    others = mask & ~truth
+    other = _uniform_member(torch.where(others.any(dim=1, keepdim=True), others, mask), rng)  # k = 1: keep_p = 1
+    uniform = _uniform_member(mask, rng)
+    return torch.where(found, torch.where(keep, teacher_label, other), uniform)
