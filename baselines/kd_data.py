@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from dpsd import losses
 from dpsd.errors import ConfigError
 from dpsd.data import DataInfo
-from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, RunContext, Trainer, register_method
 from dpsd.methods.dpdfd import private_batches
 from dpsd.distill.builders import make_optimizer
 from dpsd.models import build_classifier, xavier_init_
@@ -35,10 +35,8 @@ def kd_release(cfg: DictConfig, steps: int) -> UnprotectedRelease:
     )
 
 
-class KDDataTrainer:
+class KDDataTrainer(Trainer):
     """One step: a private batch, the teacher's softmax on it, one student update (Eq. (7) loss)."""
-
-    generator = None
 
     def __init__(self, ctx: RunContext) -> None:
         cfg, info = ctx.cfg, ctx.info
@@ -80,12 +78,3 @@ class KDData(Method):
 
     def make_trainer(self, ctx: RunContext) -> KDDataTrainer:
         return KDDataTrainer(ctx)
-
-    def fit(self, ctx: RunContext) -> RunResult:
-        trainer = self.make_trainer(ctx)
-        metrics: dict[str, float] = {}
-        for step in range(self.total_steps(ctx.cfg)):
-            metrics = trainer.step()
-            ctx.progress(step, metrics)
-        return RunResult(student=trainer.student, ledger=ctx.ledger,
-                         metrics={**{f"final_{k}": v for k, v in metrics.items()}, "queries": float(trainer.queries)})

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import sys
 from typing import Any
 
@@ -43,21 +42,19 @@ def _dumps(payload: Any) -> str:
     return jsonio.dumps(payload, indent=2, default=str)
 
 
-def _fmt_eps(value: float) -> str:
-    return "inf" if not math.isfinite(value) else f"{value:.4g}"
-
-
 def print_summary(summary: dict[str, Any]) -> None:
+    from dpsd.report.tables import fmt_eps
+
     metrics, privacy = summary["metrics"], summary["privacy"]
     lines = [
         "",
         f"teacher test accuracy   {metrics['teacher_test_accuracy']:.4f}",
         f"student test accuracy   {metrics['student_test_accuracy']:.4f}",
-        f"eps_claimed             {_fmt_eps(privacy['eps_claimed'])}  "
+        f"eps_claimed             {fmt_eps(privacy['eps_claimed'], 'inf')}  "
         + (f"({privacy['claimed_notion']}, {privacy['claimed_source']})" if privacy["claimed_source"] else "(no privacy claimed)"),
-        f"eps_rigorous            {_fmt_eps(privacy['eps_rigorous'])}  ((eps, delta)-DP, neighbouring = {privacy['neighbouring']}, {privacy['accountant']}; delta = {privacy['delta']:g}, {privacy['queries']} private releases)",
+        f"eps_rigorous            {fmt_eps(privacy['eps_rigorous'], 'inf')}  ((eps, delta)-DP, neighbouring = {privacy['neighbouring']}, {privacy['accountant']}; delta = {privacy['delta']:g}, {privacy['queries']} private releases)",
     ]
-    lines += [f"{key:<24}{_fmt_eps(value)}  (the protected releases only; not what an attacker faces)"
+    lines += [f"{key:<24}{fmt_eps(value, 'inf')}  (the protected releases only; not what an attacker faces)"
               for key, value in privacy.items() if key not in ("eps_claimed",) and key.startswith("eps_")
               and not key.startswith("eps_rigorous")]
     lines += [f"uncovered: {what}" for what in privacy["uncovered"]]
@@ -112,10 +109,12 @@ def _parse_vary(spec: str) -> tuple[str, list[str]]:
 
 
 def _cell(value: Any) -> str:
+    from dpsd.report.tables import fmt_eps
+
     if value is None:
         return "-"
     if isinstance(value, float):
-        return _fmt_eps(value)
+        return fmt_eps(value, "inf")
     return str(value)
 
 

@@ -16,7 +16,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -51,7 +51,6 @@ class DataInfo:
     num_classes: int
     channels: int
     image_size: int
-    num_train: Optional[int] = None
 
 
 def data_info(cfg) -> DataInfo:

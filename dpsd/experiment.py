@@ -103,11 +103,6 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
                 # tags keep what metrics cannot: an infinite epsilon, the ledger's words
                 **{key: str(privacy[key]) for key in ("eps_claimed", "eps_rigorous", "claimed_notion",
                                                        "claimed_source", "accountant", "neighbouring")}}
-        recorded = tracking.record_run(cfg, _loggable(metrics), privacy, models, result.samples, tags)
+        recorded = tracking.record_run(cfg, metrics, privacy, models, result.samples, tags)
         summary.update(run_id=recorded.run_id, tracking_uri=recorded.uri, tracking_fallback=recorded.fallback)
     return summary
-
-
-def _loggable(metrics: dict[str, Any]) -> dict[str, float]:
-    """MLflow metrics must be finite numbers; an infinite epsilon is kept in ledger.json."""
-    return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}

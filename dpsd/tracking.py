@@ -202,7 +202,7 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags) -> str
     run_id = client.create_run(experiment_id, tags=tags).info.run_id
     now = int(time.time() * 1000)
     params = [Param(k, str(v)) for k, v in flatten(OmegaConf.to_container(cfg, resolve=True))]
-    values = [Metric(k, float(v), now, 0) for k, v in metrics.items() if v is not None]
+    values = [Metric(k, v, now, 0) for k, v in finite_metrics(metrics).items()]
     for start in range(0, max(len(params), len(values)), 100):  # MLflow takes 100 parameters a batch
         client.log_batch(run_id, metrics=values[start:start + 100], params=params[start:start + 100])
     with tempfile.TemporaryDirectory() as tmp:
@@ -218,6 +218,11 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags) -> str
     return run_id
 
 
+def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """The metrics MLflow can hold: finite numbers (an infinite epsilon is kept in the run's tags and JSON)."""
+    return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
+
+
 def record_report(cfg: DictConfig, metrics: dict[str, float], tags: dict[str, str], report: dict[str, Any],
                   name: str = "report.json") -> str:
     """Log a run that trains nothing (an audit): ``cfg`` as parameters, the finite ``metrics``,
@@ -225,7 +230,7 @@ def record_report(cfg: DictConfig, metrics: dict[str, float], tags: dict[str, st
     experiment_id = ensure_experiment(cfg)
     with mlflow.start_run(experiment_id=experiment_id, tags=tags) as run:
         mlflow.log_params(dict(flatten(OmegaConf.to_container(cfg, resolve=True))))
-        mlflow.log_metrics({k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))})
+        mlflow.log_metrics(finite_metrics(metrics))
         mlflow.log_text(jsonio.dumps(report, indent=2, default=str), name)
     return run.info.run_id
 

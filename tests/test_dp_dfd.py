@@ -16,7 +16,7 @@ from dpsd.privacy.accounting import rigorous_epsilon
 from dpsd.privacy.events import RandomizedResponseRelease, UnprotectedRelease
 from dpsd.privacy.mechanisms import selective_index_set, selective_randomized_response
 
-INFO = DataInfo(num_classes=10, channels=1, image_size=8, num_train=100)
+INFO = DataInfo(num_classes=10, channels=1, image_size=8)
 TEACHER = ["model.teacher.recipe.steps=30", "device=cpu", "tracking=none"]
 TINY = ["method.stages=2", "method.samples_per_stage=48", "method.student_epochs=1", "method.batch_size=16",
         "method.pretrain_iterations=2"]

@@ -1,5 +1,5 @@
 """sweeps/*.yaml: every spec loads, has the contract's fields, feeds a known reference table, and its
-cells compose into valid configs (SWEEP_SCHEMA: cell = base + grid combination or explicit cell +
+cells compose into valid configs (sweeps/README.md: cell = base + grid combination or explicit cell +
 seed, then scale=<s> and, at smoke scale, the spec's smoke overrides)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def load(path: Path) -> dict:
 
 
 def own_cells(spec: dict) -> list[list[str]]:
-    """Grid combinations then explicit cells, without seeds (SWEEP_SCHEMA.md)."""
+    """Grid combinations then explicit cells, without seeds (sweeps/README.md)."""
     grid = spec.get("grid") or {}
     combos = [[f"{k}={v}" for k, v in zip(grid, values)] for values in itertools.product(*grid.values())] if grid else []
     return combos + [list(c) for c in spec.get("cells") or []] or [[]]

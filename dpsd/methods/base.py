@@ -38,7 +38,7 @@ class RunContext:
 
     @property
     def info(self) -> DataInfo:
-        return DataInfo(self.data.num_classes, self.data.channels, self.data.image_size, len(self.data.train))
+        return DataInfo(self.data.num_classes, self.data.channels, self.data.image_size)
 
 
 @dataclass

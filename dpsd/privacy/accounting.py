@@ -25,7 +25,6 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant
 
-from dpsd import jsonio
 from dpsd.errors import ConfigError
 from dpsd.privacy.claims import Claim
 from dpsd.privacy.events import (
@@ -378,7 +377,3 @@ class Ledger:
             "events": [asdict(event) for event in self.events],
             "notes": list(self.notes),
         }
-
-    def summary_json(self, delta: float) -> str:
-        """:meth:`summary` as strict JSON (:mod:`dpsd.jsonio`: infinite epsilons as the string ``"inf"``)."""
-        return jsonio.dumps(self.summary(delta))

@@ -155,18 +155,10 @@ def audit_mechanism(cfg: DictConfig, trials: int, confidence: float) -> dict[str
 
 
 def record_audit(cfg: DictConfig, result: dict[str, Any]) -> str:
-    """Log an audit as an MLflow run (tag ``kind=audit``) in the configured store; returns its id."""
-    import mlflow
-    from omegaconf import OmegaConf
+    """Log an audit as an MLflow run (tag ``kind=audit``, the result as ``audit.json``); returns its id."""
+    from dpsd.tracking import record_report
 
-    from dpsd.tracking import ensure_experiment, flatten
-
-    experiment_id = ensure_experiment(cfg)
     tags = {"kind": "audit", "method": cfg.method.name, "privacy_mode": cfg.privacy.mode,
             "mechanism": result["mechanism"]}
     metrics = {key: result[key] for key in ("eps_lower_bound", "eps_claimed", "eps_rigorous", "trials", "confidence")}
-    with mlflow.start_run(experiment_id=experiment_id, tags=tags) as run:
-        mlflow.log_params(dict(flatten(OmegaConf.to_container(cfg, resolve=True))))
-        mlflow.log_metrics({key: float(value) for key, value in metrics.items()
-                            if value is not None and math.isfinite(float(value))})
-    return run.info.run_id
+    return record_report(cfg, metrics, tags, result, "audit.json")

@@ -25,7 +25,6 @@ many there were.
 
 from __future__ import annotations
 
-import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -183,6 +182,5 @@ def audit_run(run: str, overrides: list[str], samples: int = 1000, synthetic: in
 
 
 def flat_metrics(result: dict[str, Any]) -> dict[str, float]:
-    """``{"student_loss": {"auc": a}}`` -> ``{"student_loss.auc": a}`` (finite values only)."""
-    return {f"{attack}.{key}": value for attack, values in result["attacks"].items()
-            for key, value in values.items() if math.isfinite(value)}
+    """``{"student_loss": {"auc": a}}`` -> ``{"student_loss.auc": a}``."""
+    return {f"{attack}.{key}": value for attack, values in result["attacks"].items() for key, value in values.items()}

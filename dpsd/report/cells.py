@@ -1,6 +1,6 @@
 """A spec's cells joined to their runs: one row per cell (per seed), then one row per cell group.
 
-A cell is identified by its config hash (SWEEP_SCHEMA), so the report shows exactly what the sweep
+A cell is identified by its config hash (sweeps/README.md), so the report shows exactly what the sweep
 counts as done. Seeds of the same cell form a group, whose figures are the mean ± std over the seeds
 that finished. A cell with no run is "not run"; one whose data files were absent is "data absent".
 """

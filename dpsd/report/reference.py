@@ -1,6 +1,6 @@
 """The numbers the papers report: ``results/reference/papers.csv`` (one row per reported cell).
 
-Columns (SWEEP_SCHEMA): ``paper, table, row, method, dataset, architecture, epsilon, delta, metric,
+Columns (sweeps/README.md): ``paper, table, row, method, dataset, architecture, epsilon, delta, metric,
 value, source, note``. Values are kept as the text the paper printed (``value_text``) beside their
 numeric reading, so a report shows the reported number exactly as published.
 """

@@ -1,6 +1,6 @@
 """``dpsd report``: every spec's table and figures from the runs, into ``reports/`` (``--out``).
 
-Per spec ``sweeps/<name>.yaml`` (SWEEP_SCHEMA), whatever ``feeds.kind`` is:
+Per spec ``sweeps/<name>.yaml`` (sweeps/README.md), whatever ``feeds.kind`` is:
 ``tables/<name>.{md,tex,html}`` (reported / reproduced / difference, both ε ledgers); kind ``curve``
 adds ``figures/<name>.png`` (ε on a log x axis, the non-private teacher dashed, the paper's numbers
 as hollow markers), kind ``sensitivity`` the same against ``feeds.x`` (β, σ, k, T, ...) with both

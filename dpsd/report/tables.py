@@ -1,7 +1,7 @@
 """Paper tables: the reported number (papers.csv) beside the reproduced one (the runs).
 
 Rows follow the paper: every reference row of the table, in the CSV's order, joined to the spec's
-cell groups on (method, dataset, epsilon) (SWEEP_SCHEMA); cell groups the paper has no row for
+cell groups on (method, dataset, epsilon) (sweeps/README.md); cell groups the paper has no row for
 follow. Each row shows reported / reproduced / difference, both epsilon ledgers, delta and the
 number of seeds. A cell with no run shows "—", one whose data files are absent "data absent".
 """
@@ -45,11 +45,11 @@ def fmt_number(value: float, digits: int = 2) -> str:
     return DASH if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
-def fmt_eps(value: float | None) -> str:
-    """Epsilons with four significant digits; infinite is ∞ (no privacy guarantee)."""
+def fmt_eps(value: float | None, infinity: str = "∞") -> str:
+    """Epsilons with four significant digits; infinite is ``infinity`` (no privacy guarantee)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return DASH
-    return "∞" if math.isinf(value) else f"{value:.4g}"
+    return infinity if math.isinf(value) else f"{value:.4g}"
 
 
 def missing(value: object) -> bool:
