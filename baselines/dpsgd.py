@@ -67,6 +67,9 @@ def opacus_epsilon(accountant_name: str, sigma: float, sample_rate: float, steps
     return float(accountant.get_epsilon(delta=delta))
 
 
+STEPS_NOTE = "DP-SGD steps: Poisson-sampled, clipped per-example gradients + Gaussian noise"
+
+
 @register_method("dpsgd")
 class DPSGD(Method):
     """DP-SGD on the student with Opacus's per-sample gradients, noisy optimiser and accountant."""
@@ -94,7 +97,7 @@ class DPSGD(Method):
     def release(cfg: DictConfig, sigma: float, steps: int) -> SubsampledGaussianRelease:
         return SubsampledGaussianRelease(
             noise_multiplier=sigma, sample_rate=float(cfg.method.sample_rate), count=steps,
-            note="DP-SGD steps: Poisson-sampled, clipped per-example gradients + Gaussian noise",
+            note=STEPS_NOTE,
         )
 
     @staticmethod
@@ -119,7 +122,10 @@ class DPSGD(Method):
         optimizer.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=rate))
         batches = itertools.islice((batch for _ in iter(int, 1) for batch in loader), steps)
         final_loss = train_on_batches(student, optimizer, batches, device, ctx.progress)
-        ctx.ledger.record(self.release(cfg, sigma, steps))
+        # the realised steps, as Opacus's accountant hook saw them: (noise multiplier, rate, steps)
+        for noise, sample_rate, taken in accountant.history:
+            ctx.ledger.record(SubsampledGaussianRelease(noise_multiplier=float(noise), sample_rate=float(sample_rate),
+                                                        count=int(taken), note=STEPS_NOTE))
         return RunResult(
             student=student._module.eval(), ledger=ctx.ledger,
             metrics={"final_student_loss": final_loss, "noise_multiplier": sigma, "dpsgd_steps": steps,

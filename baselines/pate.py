@@ -27,7 +27,6 @@ votes, so it may not be published before the smooth-sensitivity analysis (§4.2,
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -47,6 +46,9 @@ from dpsd.privacy import mechanisms
 from dpsd.teachers import add_votes, disjoint_partition, load_or_train_teacher
 
 AGGREGATORS = ("lnmax", "gnmax")
+LNMAX_NOTE = "LNMax: vote counts + Laplace(1/gamma), argmax (Papernot et al. 2017)"
+GNMAX_NOTE = "GNMax: vote counts + N(0, sigma^2), argmax (Papernot et al. 2018)"
+THRESHOLD_NOTE = "Confident-GNMax threshold check: max vote + N(0, sigma1^2) >= T (Papernot et al. 2018, Alg. 1)"
 
 
 def aggregator_release(cfg: DictConfig) -> GaussianRelease | LaplaceRelease:
@@ -54,11 +56,10 @@ def aggregator_release(cfg: DictConfig) -> GaussianRelease | LaplaceRelease:
     which the argmax is post-processing)."""
     method = cfg.method
     if method.aggregator == "lnmax":
-        return LaplaceRelease(l1_sensitivity=2.0, scale=1 / float(method.gamma), count=int(method.queries),
-                              note="LNMax: vote counts + Laplace(1/gamma), argmax (Papernot et al. 2017)")
+        return LaplaceRelease(l1_sensitivity=2.0, scale=1 / float(method.gamma), count=int(method.queries), note=LNMAX_NOTE)
     if method.aggregator == "gnmax":
         return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=float(method.sigma), count=int(method.queries),
-                               note="GNMax: vote counts + N(0, sigma^2), argmax (Papernot et al. 2018)")
+                               note=GNMAX_NOTE)
     raise ConfigError(f"method.aggregator must be one of {', '.join(AGGREGATORS)}, got {method.aggregator!r}")
 
 
@@ -75,15 +76,13 @@ def threshold_release(cfg: DictConfig) -> GaussianRelease:
     """Confident-GNMax's check (2018, Alg. 1 line 1) for all ``method.queries``: the top vote count
     (L2 sensitivity 1) + N(0, sigma1^2), compared with T (post-processing)."""
     return GaussianRelease(l2_sensitivity=1.0, noise_std=float(cfg.method.sigma1), count=int(cfg.method.queries),
-                           note="Confident-GNMax threshold check: max vote + N(0, sigma1^2) >= T (Papernot et al. 2018, Alg. 1)")
+                           note=THRESHOLD_NOTE)
 
 
-def releases(cfg: DictConfig, answered: int | None = None) -> list[GaussianRelease | LaplaceRelease]:
-    """Every release of a PATE run: the aggregator's answers (``answered`` of them; every query
-    when None) and, with Confident-GNMax, the threshold check of every query."""
+def releases(cfg: DictConfig) -> list[GaussianRelease | LaplaceRelease]:
+    """The plan of a PATE run's releases: the aggregator's answer to every query and, with
+    Confident-GNMax, the threshold check of every query (a run charges the answered ones only)."""
     answers = aggregator_release(cfg)
-    if answered is not None:
-        answers = dataclasses.replace(answers, count=int(answered))
     return [threshold_release(cfg), answers] if confident(cfg) else [answers]
 
 
@@ -121,20 +120,23 @@ def partition(cfg: DictConfig, size: int) -> tuple[list[list[int]], list[int]]:
     return disjoint_partition(size, teachers, pool_size, int(cfg.seed))
 
 
-def confident_mask(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
-    """Confident-GNMax's check (2018, Alg. 1): max_j n_j + N(0, sigma1^2) >= T, per query."""
+def confident_mask(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[Tensor, GaussianRelease]:
+    """Confident-GNMax's check (2018, Alg. 1): max_j n_j + N(0, sigma1^2) >= T, per query, and its
+    event (the top count has L2 sensitivity 1: one teacher's changed vote moves it by at most one)."""
     top = votes.max(dim=1).values
-    return top + mechanisms.gaussian_noise(top, float(cfg.method.sigma1), rng) >= float(cfg.method.confident_threshold)
+    noisy, event = mechanisms.gaussian_mechanism(top, 1.0, float(cfg.method.sigma1), rng, note=THRESHOLD_NOTE)
+    return noisy >= float(cfg.method.confident_threshold), event
 
 
-def noisy_argmax(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
-    """LNMax / GNMax: the argmax of the vote counts plus the aggregator's noise."""
+def noisy_argmax(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[Tensor, GaussianRelease | LaplaceRelease]:
+    """LNMax / GNMax: the argmax of the vote counts plus the aggregator's noise, and its event (one
+    release per query; one changed record moves one teacher's vote: L1 sensitivity 2, L2 sqrt 2)."""
     method = cfg.method
     if method.aggregator == "lnmax":
-        noise = mechanisms.laplace_noise(votes, 1 / float(method.gamma), rng)
+        noisy, event = mechanisms.laplace_mechanism(votes, 2.0, 1 / float(method.gamma), rng, note=LNMAX_NOTE)
     else:
-        noise = mechanisms.gaussian_noise(votes, float(method.sigma), rng)
-    return (votes + noise).argmax(dim=1)
+        noisy, event = mechanisms.gaussian_mechanism(votes, math.sqrt(2), float(method.sigma), rng, note=GNMAX_NOTE)
+    return noisy.argmax(dim=1), event
 
 
 @register_method("pate")
@@ -185,10 +187,12 @@ class PATE(Method):
             member = f"{i}/{len(parts)}, pool {cfg.method.pool_fraction:g}"
             teacher, _ = load_or_train_teacher(cfg, data, device, member=member, subset=part)
             add_votes(votes, teacher, queried, device)
-        answered = confident_mask(votes, cfg, ctx.rng) if confident(cfg) else torch.ones(len(votes), dtype=torch.bool, device=device)
-        labels = noisy_argmax(votes[answered], cfg, ctx.rng)
-        for release in releases(cfg, answered=int(answered.sum())):
-            ctx.ledger.record(release)
+        answered = torch.ones(len(votes), dtype=torch.bool, device=device)
+        if confident(cfg):
+            answered, event = confident_mask(votes, cfg, ctx.rng)
+            ctx.ledger.record(event)
+        labels, event = noisy_argmax(votes[answered], cfg, ctx.rng)
+        ctx.ledger.record(event)
         if not answered.any():
             raise ConfigError("pate: the confident threshold answered no query; lower method.confident_threshold")
         kept = Subset(queried, answered.nonzero().flatten().cpu().tolist())

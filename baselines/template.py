@@ -7,9 +7,10 @@ depends on the whole private split through the teacher, so the releases compose 
 the claim is basic composition, ``queries * query_epsilon``-DP (Dwork & Roth 2014, Thm. 3.16), and
 the rigorous ledger accounts the same ``queries`` randomized-response answers (tighter).
 
-The four things every adapter has: a release description used by both ``plan_ledger`` and ``fit``
-(so the plan matches the run), ``plan_ledger``, ``fit`` recording each release as it makes it, and
-(optionally) ``noise_parameter`` so ``privacy.calibrate`` can solve for a target epsilon.
+The four things every adapter has: ``plan_ledger`` (the releases the config predicts), ``fit``
+recording the event each mechanism call returns as it makes it (the contract test checks that the
+realised events equal the planned ones), and (optionally) ``noise_parameter`` so
+``privacy.calibrate`` can solve for a target epsilon.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ class Template(Method):
         images = torch.randn(shape, generator=ctx.rng, device=device)
         with torch.no_grad():
             truth = ctx.teachers[0](images).argmax(dim=1)
-        labels = mechanisms.randomized_response(truth, info.num_classes, float(cfg.method.query_epsilon), ctx.rng)
-        ctx.ledger.record(answers_release(cfg, info))  # record every private release as it is made
+        # a mechanism returns its answers and the event it realised: record that event
+        labels, event = mechanisms.randomized_response(truth, info.num_classes, float(cfg.method.query_epsilon), ctx.rng)
+        ctx.ledger.record(event)
         student, final_loss = train_student(ctx, TensorDataset(images.cpu(), labels.cpu()))
         return RunResult(student=student, ledger=ctx.ledger,
                          metrics={"final_student_loss": final_loss, "label_agreement": float((labels == truth).float().mean())})

@@ -1,15 +1,30 @@
 """Shared test fixtures."""
 
+from collections import Counter
+
 import pytest
 
 from dpsd.experiment import privacy_report, run_experiment
 
-LEDGER_KEYS = ("eps_claimed", "eps_rigorous", "queries", "delta")
+LEDGER_KEYS = ("eps_claimed", "eps_rigorous", "queries", "delta", "neighbouring")
+
+
+def merged_events(events: list[dict]) -> dict[tuple, int]:
+    """Events (as in a ledger summary) merged by what they release, counts summed, notes dropped:
+    the same releases recorded one iteration at a time or planned all at once compare equal."""
+    merged: Counter = Counter()
+    for event in events:
+        params = {key: value for key, value in event.items() if key not in ("count", "note")}
+        merged[tuple(sorted(params.items()))] += event["count"]
+    return {key: count for key, count in merged.items() if count}
 
 
 @pytest.fixture
 def run_as_planned():
-    """Run a config end to end and check that the ledger it filled is the one ``privacy_report`` planned.
+    """Run a config end to end and check that the ledger it filled is the one ``privacy_report``
+    planned: the same figures, and the events the run's mechanism calls realised (each mechanism
+    returns the event of the noise it actually added) equal to the events the plan predicts from
+    the config (issue 17, item 2: code and ledger cannot drift apart).
 
     Returns ``(metrics, ledger)`` of the run for further checks.
     """
@@ -18,6 +33,7 @@ def run_as_planned():
         summary = run_experiment(cfg, show_progress=False)
         ledger = summary["privacy"]
         planned = privacy_report(cfg)
+        assert merged_events(ledger["events"]) == merged_events(planned["events"]), "realised events != planned"
         for key in LEDGER_KEYS:
             assert ledger[key] == planned[key], key
         assert 0 <= summary["metrics"]["student_test_accuracy"] <= 1

@@ -10,13 +10,14 @@ from dpsd.config import compose
 from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.distill.generator_losses import generator_loss
 from dpsd.models import build_classifier, build_generator
+from dpsd.privacy.accounting import Ledger
 
 TERMS = ("onehot", "entropy", "activation")
 
 
 def annotator(*overrides):
     cfg = compose(["privacy=data", "privacy.k=10", "privacy.beta=1", "privacy.sigma=1e-6", *overrides])
-    return PrivateAnnotator(cfg, 10, torch.Generator().manual_seed(0))
+    return PrivateAnnotator(cfg, 10, torch.Generator().manual_seed(0), Ledger())
 
 
 def logits_pair():
@@ -53,7 +54,7 @@ def test_distillation_loss_does_not_touch_label_mode():
     teacher, student = logits_pair()
     labels = [
         PrivateAnnotator(compose(["privacy=label", f"method.distillation_loss={name}"]), 10,
-                         torch.Generator().manual_seed(0))(teacher, student)
+                         torch.Generator().manual_seed(0), Ledger())(teacher, student)
         for name in ("kd", "dkd")
     ]
     assert torch.equal(labels[0], labels[1])

@@ -154,9 +154,9 @@ def test_confident_mask_answers_exactly_the_confident_queries():
 
     votes = torch.tensor([[5.0, 0, 0], [2, 2, 1], [0, 4, 1]])
     cfg = compose(["method=pate", "method.confident_threshold=3.5", "method.sigma1=1e-6"])
-    assert confident_mask(votes, cfg, torch.Generator().manual_seed(0)).tolist() == [True, False, True]
+    assert confident_mask(votes, cfg, torch.Generator().manual_seed(0))[0].tolist() == [True, False, True]
     noisy = compose(["method=pate", "method.confident_threshold=3.5", "method.sigma1=1.0"])
-    answered = torch.stack([confident_mask(votes[:1].expand(20000, 3), noisy, torch.Generator().manual_seed(s))
+    answered = torch.stack([confident_mask(votes[:1].expand(20000, 3), noisy, torch.Generator().manual_seed(s))[0]
                             for s in range(2)]).float().mean()
     # P(5 + N(0, 1) >= 3.5) = Phi(1.5) = 0.9332
     assert float(answered) == pytest.approx(0.9332, abs=0.005)

@@ -29,7 +29,10 @@ def dgd_cfg(*overrides):
 def test_laplace_aggregation_noise_has_scale_two_over_eps0():
     cfg = dgd_cfg("privacy.query_epsilon=0.05")
     votes = torch.zeros(200_000, 10)
-    noise = noisy_votes(votes, cfg, torch.Generator().manual_seed(0)) - votes
+    noisy, event = noisy_votes(votes, cfg, torch.Generator().manual_seed(0))
+    noise = noisy - votes
+    # the event the mechanism realised is the planned one, one release per query
+    assert event == LaplaceRelease(2.0, 40.0, 200_000, event.note)
     # |Lap(b)| is Exponential(b): mean b = 2 / eps_0 = 40, std of the mean 40 / sqrt(2e6) = 0.07%
     assert noise.abs().mean().item() == pytest.approx(40.0, rel=4e-3)
     assert noise.mean().item() == pytest.approx(0.0, abs=0.2)
@@ -38,13 +41,14 @@ def test_laplace_aggregation_noise_has_scale_two_over_eps0():
 
 def test_gaussian_aggregation_matches_the_laplace_std_unless_sigma_is_set():
     votes = torch.zeros(200_000, 10)
-    derived = noisy_votes(votes, compose(["method=dgd_plus", "privacy.query_epsilon=0.05"]), torch.Generator().manual_seed(0))
+    derived, _ = noisy_votes(votes, compose(["method=dgd_plus", "privacy.query_epsilon=0.05"]), torch.Generator().manual_seed(0))
     assert derived.std().item() == pytest.approx(2 * math.sqrt(2) / 0.05, rel=4e-3)
-    fixed = noisy_votes(votes, compose(["method=dgd_plus", "method.sigma=4"]), torch.Generator().manual_seed(0))
+    fixed, event = noisy_votes(votes, compose(["method=dgd_plus", "method.sigma=4"]), torch.Generator().manual_seed(0))
+    assert event == GaussianRelease(math.sqrt(2), 4.0, 200_000, event.note)
     assert fixed.std().item() == pytest.approx(4.0, rel=4e-3)
     # noisy argmax: with noise far below the vote margin the clean winner always wins
     votes = torch.tensor([[0.0, 9, 1]]).repeat(1000, 1)
-    labels = noisy_votes(votes, compose(["method=dgd_plus", "method.sigma=0.5"]), torch.Generator().manual_seed(1)).argmax(1)
+    labels = noisy_votes(votes, compose(["method=dgd_plus", "method.sigma=0.5"]), torch.Generator().manual_seed(1))[0].argmax(1)
     assert (labels == 1).all()
 
 

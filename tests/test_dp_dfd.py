@@ -71,7 +71,9 @@ def test_selective_rr_output_probabilities(epsilon):
     ], dtype=torch.float64)
     n = 100_000
     rng = torch.Generator().manual_seed(1)
-    answers = selective_randomized_response(truth.repeat(n), prior.repeat(n, 1), 0.1, epsilon, rng).view(n, 4)
+    answers, event = selective_randomized_response(truth.repeat(n), prior.repeat(n, 1), 0.1, epsilon, rng)
+    assert (event.epsilon, event.num_buckets, event.count) == (epsilon, 2, 4 * n)
+    answers = answers.view(n, 4)
     for row in range(4):
         freq = torch.bincount(answers[:, row], minlength=5).double() / n
         assert torch.all(freq[expected[row] == 0] == 0), row  # never outside I
@@ -82,9 +84,9 @@ def test_selective_rr_output_probabilities(epsilon):
 def test_selective_rr_at_huge_epsilon_answers_the_truth_inside_and_uniform_outside():
     prior = torch.tensor([[0.40, 0.30, 0.20, 0.06, 0.04]]).repeat(3000, 1)
     rng = torch.Generator().manual_seed(0)
-    inside = selective_randomized_response(torch.full((3000,), 1), prior, 0.1, 1e4, rng)
+    inside, _ = selective_randomized_response(torch.full((3000,), 1), prior, 0.1, 1e4, rng)
     assert torch.all(inside == 1)
-    outside = selective_randomized_response(torch.full((3000,), 4), prior, 0.1, 1e4, rng)
+    outside, _ = selective_randomized_response(torch.full((3000,), 4), prior, 0.1, 1e4, rng)
     assert set(outside.tolist()) == {0, 1, 2}
 
 

@@ -13,6 +13,7 @@ from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
 from dpsd.methods.dpdfd import DPDFDAnnotator, plan_dpdfd_ledger
 from dpsd.privacy import claims, mechanisms
+from dpsd.privacy.accounting import Ledger
 
 TINY = ["model.teacher.recipe.steps=30", "device=cpu", "method.iterations=3", "method.batch_size=32", "tracking=none"]
 
@@ -55,21 +56,22 @@ def test_clip_over_batch_bounds_the_frobenius_norm():
 
 def test_per_sample_noise_is_independent_per_row_with_the_given_std():
     rows = torch.zeros(20_000, 10)
-    noisy = mechanisms.add_gaussian_noise(rows, 0.3, rng(), over="sample")
+    noisy, event = mechanisms.gaussian_mechanism(rows, 0.2, 0.3, rng())
     assert noisy.std().item() == pytest.approx(0.3, rel=0.02)
     assert not torch.equal(noisy[0], noisy[1])
+    assert (event.l2_sensitivity, event.noise_std, event.count) == (0.2, 0.3, 20_000)
+    with pytest.raises(ValueError):
+        mechanisms.gaussian_mechanism(rows, 0.2, 0.3, rng(), release="row")
 
 
 def test_per_batch_noise_is_one_noisy_mean_for_the_whole_batch():
     rows = torch.randn(64, 10, generator=rng(1))
-    noisy = mechanisms.add_gaussian_noise(rows, 0.3, rng(2), over="batch")
+    noisy, event = mechanisms.noisy_mean(rows, 0.2 * 64, 0.3, rng(2))
     expected = (rows.sum(dim=0) + torch.randn(1, 10, generator=rng(2)) * 0.3) / 64  # Alg. 1 line 9
     assert torch.allclose(noisy, expected.expand(64, 10), atol=1e-6)
-    draws = torch.stack([mechanisms.add_gaussian_noise(torch.zeros(64, 10), 0.3, rng(s), over="batch")[0]
-                         for s in range(2000)])
+    assert (event.l2_sensitivity, event.noise_std, event.count) == (0.2 * 64, 0.3, 1)
+    draws = torch.stack([mechanisms.noisy_mean(torch.zeros(64, 10), 1.0, 0.3, rng(s))[0][0] for s in range(2000)])
     assert draws.std().item() == pytest.approx(0.3 / 64, rel=0.03)
-    with pytest.raises(ValueError):
-        mechanisms.add_gaussian_noise(rows, 0.3, rng(), over="row")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,7 +80,7 @@ def test_per_batch_noise_is_one_noisy_mean_for_the_whole_batch():
 
 def annotator(*overrides):
     cfg = dpdfd_cfg("privacy.sigma=50", "privacy.beta=0.01", "privacy.stability=0", *overrides)
-    return DPDFDAnnotator(cfg, 10, rng(3))
+    return DPDFDAnnotator(cfg, 10, rng(3), Ledger())
 
 
 def test_teacher_target_is_the_argmax_one_hot_and_every_class_is_kept():
@@ -123,8 +125,10 @@ def test_ledger_per_sample_vs_per_batch_vs_ensemble():
     (sample,) = gaussian_events(dpdfd_cfg(*base))
     assert (sample.l2_sensitivity, sample.noise_std, sample.count) == pytest.approx((0.004, 0.04, 320))
     (batch,) = gaussian_events(dpdfd_cfg(*base, "privacy.noise_over=batch"))
-    # the batch mean: all 32 rows may change (2C), noise sigma C / B, one release per iteration
-    assert (batch.l2_sensitivity, batch.noise_std, batch.count) == pytest.approx((0.004, 0.04 / 32, 10))
+    # the batch sum (the mean is post-processing): all 32 rows may change (32 * 2C), noise sigma C,
+    # one release per iteration: noise multiplier sigma / (2B), as the mean's (sigma C / B) / 2C
+    assert (batch.l2_sensitivity, batch.noise_std, batch.count) == pytest.approx((0.004 * 32, 0.04, 10))
+    assert batch.noise_multiplier == pytest.approx(20 / (2 * 32))
     (ensemble,) = gaussian_events(dpdfd_cfg(*base, "method.teachers=5"))
     # one record changes one of 5 members: the average moves by 2C/5; noise sigma C / 5
     assert (ensemble.l2_sensitivity, ensemble.noise_std, ensemble.count) == pytest.approx((0.004 / 5, 0.04 / 5, 320))

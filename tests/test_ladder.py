@@ -112,7 +112,7 @@ def test_privacy_none_runs_every_seed_method_as_non_private(results_dir, run_as_
 def test_privacy_none_annotates_with_the_teachers_soft_outputs(annotator):
     cfg = compose(["method=dpdfd" if annotator is DPDFDAnnotator else "method=dpsd", "privacy=none"])
     teacher_logits = torch.randn(16, 10)
-    targets = annotator(cfg, 10, torch.Generator())(teacher_logits, torch.randn(16, 10))
+    targets = annotator(cfg, 10, torch.Generator(), Ledger())(teacher_logits, torch.randn(16, 10))
     assert torch.allclose(targets, torch.softmax(teacher_logits, dim=1))
 
 
@@ -135,7 +135,7 @@ def test_noiseless_switches_every_noise_parameter_off_and_both_ledgers_say_inf(n
 
 def test_noiseless_label_mechanism_keeps_the_top_k_structure():
     cfg = compose(["method=dpsd", "privacy=label", "privacy.noiseless=true", "privacy.k=3"])
-    annotate = PrivateAnnotator(cfg, 10, torch.Generator().manual_seed(0))
+    annotate = PrivateAnnotator(cfg, 10, torch.Generator().manual_seed(0), Ledger())
     teacher_logits, student_logits = torch.randn(2000, 10), torch.randn(2000, 10)
     answers = annotate(teacher_logits, student_logits).argmax(dim=1)
     truth, top3 = teacher_logits.argmax(dim=1), student_logits.topk(3, dim=1).indices
@@ -147,7 +147,7 @@ def test_noiseless_label_mechanism_keeps_the_top_k_structure():
 
 def test_noiseless_data_mechanism_is_the_normalised_step_without_noise():
     cfg = compose(["method=dpsd", "privacy=data", "privacy.noiseless=true"])
-    annotate = PrivateAnnotator(cfg, 10, torch.Generator().manual_seed(0))
+    annotate = PrivateAnnotator(cfg, 10, torch.Generator().manual_seed(0), Ledger())
     teacher_logits, student_logits = torch.randn(64, 10), torch.randn(64, 10)
     noisy = annotate.private_gradient(teacher_logits, student_logits)
     clean = annotate.private_gradient(teacher_logits, student_logits, noise=False)

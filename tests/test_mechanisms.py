@@ -22,7 +22,8 @@ def binomial_tolerance(p: float, n: int) -> float:
 @pytest.mark.parametrize("epsilon,buckets", [(0.5, 10), (1.0, 10), (2.0, 3), (10.0, 10)])
 def test_randomized_response_frequencies_match_eq4(epsilon, buckets):
     truth = torch.full((N,), 2, dtype=torch.long)
-    answers = mechanisms.randomized_response(truth, buckets, epsilon, rng())
+    answers, event = mechanisms.randomized_response(truth, buckets, epsilon, rng())
+    assert (event.epsilon, event.num_buckets, event.count) == (epsilon, buckets, len(truth))
     frequencies = torch.bincount(answers, minlength=buckets).double() / N
     keep = math.exp(epsilon) / (math.exp(epsilon) + buckets - 1)
     other = 1 / (math.exp(epsilon) + buckets - 1)
@@ -40,8 +41,9 @@ def test_topk_randomized_response_matches_eq5_inside_and_outside_the_top_k():
     classes, k, epsilon = 10, 3, 1.0
     scores = torch.zeros(N, classes)
     scores[:, [4, 7, 1]] = torch.tensor([3.0, 2.0, 1.0])  # the student's top-3: {4, 7, 1}
-    inside = mechanisms.topk_randomized_response(torch.full((N,), 7), scores, k, epsilon, rng(1))
-    outside = mechanisms.topk_randomized_response(torch.full((N,), 0), scores, k, epsilon, rng(2))
+    inside, event = mechanisms.topk_randomized_response(torch.full((N,), 7), scores, k, epsilon, rng(1))
+    assert (event.epsilon, event.num_buckets, event.count) == (epsilon, k, N)
+    outside, _ = mechanisms.topk_randomized_response(torch.full((N,), 0), scores, k, epsilon, rng(2))
     keep = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
     inside_freq = torch.bincount(inside, minlength=classes).double() / N
     outside_freq = torch.bincount(outside, minlength=classes).double() / N
@@ -56,7 +58,8 @@ def test_topk_randomized_response_domain_all_is_literal_rr_over_all_classes():
     classes, epsilon = 10, 1.0
     scores = torch.zeros(N, classes)
     scores[:, [4, 7, 1]] = torch.tensor([3.0, 2.0, 1.0])
-    answers = mechanisms.topk_randomized_response(torch.full((N,), 7), scores, 3, epsilon, rng(3), domain="all")
+    answers, event = mechanisms.topk_randomized_response(torch.full((N,), 7), scores, 3, epsilon, rng(3), domain="all")
+    assert event.kind == "unprotected" and event.count == N
     frequencies = torch.bincount(answers, minlength=classes).double() / N
     keep = math.exp(epsilon) / (math.exp(epsilon) + classes - 1)
     assert abs(frequencies[7].item() - keep) < binomial_tolerance(keep, N)
@@ -95,8 +98,8 @@ def test_gaussian_noise_has_the_stated_std():
 
 def test_mechanisms_are_reproducible_from_the_generator():
     truth = torch.randint(0, 10, (1000,), generator=rng(7))
-    first = mechanisms.randomized_response(truth, 10, 1.0, rng(8))
-    second = mechanisms.randomized_response(truth, 10, 1.0, rng(8))
+    first, _ = mechanisms.randomized_response(truth, 10, 1.0, rng(8))
+    second, _ = mechanisms.randomized_response(truth, 10, 1.0, rng(8))
     assert torch.equal(first, second)
 
 
@@ -123,7 +126,8 @@ def test_rr_with_prior_frequencies_match_its_definition(prior, epsilon, k):
     probs = torch.tensor(prior).expand(N, -1)
     assert torch.equal(mechanisms.rr_with_prior_k(probs[:1], epsilon), torch.tensor([k]))
     for truth, seed in ((1, 4), (4, 5)):  # the label inside and (for k < 4) outside the prior's top-k
-        answers = mechanisms.rr_with_prior(torch.full((N,), truth), probs, epsilon, rng(seed))
+        answers, event = mechanisms.rr_with_prior(torch.full((N,), truth), probs, epsilon, rng(seed))
+        assert (event.epsilon, event.num_buckets, event.count) == (epsilon, 2, N)
         frequencies = torch.bincount(answers, minlength=len(prior)).double() / N
         for cls, expected in enumerate(rr_with_prior_expected(prior, truth, epsilon)):
             assert abs(frequencies[cls].item() - expected) < binomial_tolerance(expected, N), (truth, cls)
@@ -134,5 +138,5 @@ def test_rr_with_prior_is_plain_rr_with_a_flat_prior_and_exact_without_noise():
     assert (mechanisms.rr_with_prior_k(flat, 0.3) == 10).all()
     peaked = torch.softmax(torch.randn(500, 10, generator=rng(6)) * 3, dim=1)
     truth = torch.randint(0, 10, (500,), generator=rng(7))
-    answers = mechanisms.rr_with_prior(truth, peaked, math.inf, rng(8))  # eps = inf: k covers all the prior's mass
+    answers, _ = mechanisms.rr_with_prior(truth, peaked, math.inf, rng(8))  # eps = inf: k covers all the prior's mass
     assert torch.equal(answers, truth)

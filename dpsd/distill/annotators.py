@@ -1,10 +1,15 @@
 """The teacher's private answers for a batch of synthetic samples (DPSD §III-B, Eq. (2)-(5)).
 
 :class:`PrivateAnnotator` is step 2 of DPSD's Alg. 1 and the base of DPDFD's and FedDPSD's
-annotators; :func:`output_gradient_release` is the privacy event of its data-sensitive mode.
+annotators. Each of its mechanism calls returns the event it realised, and the annotator records
+that event in the ledger it was given; :func:`output_gradient_release` is the *plan* of its
+data-sensitive mode (what ``plan_ledger`` predicts from the config), which the contract test
+compares with the realised events.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -14,53 +19,72 @@ from torch import Tensor
 from dpsd import losses
 from dpsd.errors import ConfigError
 from dpsd.privacy import mechanisms
+from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease
 
 BOUNDS = ("normalize", "clip")
 NOISE_OVER = ("sample", "batch")
+LABEL_NOTE = "teacher label of each synthetic sample, top-k randomized response (Eq. (5))"
+RR_WITH_PRIOR_NOTE = ("teacher label of each synthetic sample, RRWithPrior (Ghazi et al. 2021 Alg. 2; variant), "
+                      "accounted as binary RR_eps, which dominates it for every per-sample k")
+GRADIENT_NOTE = "bounded output gradient of each synthetic sample + N(0, sigma^2 beta^2)/n (Eq. (3); DPDFD §4.4)"
+MEAN_NOTE = "noisy sum of the batch's bounded output gradients, (1/b)(sum_i g_i + N(0, sigma^2 beta^2)/n) (DPDFD Alg. 1 line 9)"
+
+
+def gradient_sensitivity(cfg: DictConfig, teachers: int, batch: int, disjoint_rows: bool = False) -> float:
+    """L2 sensitivity of one data-mode release (Eq. (3); DPDFD Eq. (4) and §4.4).
+
+    Each teacher's bounded gradient row (``normalize_over=sample``) or batch matrix (``batch``)
+    has L2 norm <= beta; a changed record may turn it into its opposite (2 beta); with n members
+    on disjoint partitions averaged before the noise, one record changes one member: 2 beta / n.
+    That is one release with ``noise_over=sample`` (a row, or the batch matrix as a whole). With
+    ``noise_over=batch`` the release is the sum of the b rows: b times a row's (each row may
+    change), or sqrt(b) times the matrix's Frobenius bound (``|1^T D| <= sqrt(b) ||D||_F``).
+    ``disjoint_rows`` (DPDFD's direct training: each row is a different private record): one
+    record changes one row-bounded row, so the sum moves by one row's 2 beta / n.
+    """
+    privacy = cfg.privacy
+    one = 2 * float(privacy.beta) / teachers
+    if privacy.noise_over == "sample":
+        return one
+    if privacy.normalize_over == "sample":
+        return one if disjoint_rows else one * batch
+    return one * math.sqrt(batch)
 
 
 def output_gradient_release(cfg: DictConfig, iterations: int, teachers: int = 1) -> GaussianRelease:
-    """The data-mode release of ``iterations`` iterations (Eq. (3); DPDFD Eq. (4) and §4.4).
-
-    Each teacher's bounded gradient row (``normalize_over=sample``) or batch matrix (``batch``)
-    has L2 norm <= beta (normalised or clipped, ``privacy.bound``); a changed record may turn it
-    into its opposite (2 beta). With ``teachers`` = n members on disjoint partitions, one record
-    changes one member, and the members are averaged before the noise, (1/n)(sum_j g_j + N(0,
-    sigma^2 beta^2)): sensitivity 2 beta / n, noise std sigma beta / n. ``noise_over=sample``
-    releases each of the b rows (b per iteration); ``batch`` releases only the noisy batch mean
-    (1/b)(sum_i rows + N) (one per iteration): every row may change, so the mean moves by 2 beta / n
-    (by 2 beta / (n sqrt(b)) when the batch matrix was bounded as a whole), noise std sigma beta / (n b).
-    """
+    """The plan of the data-mode releases of ``iterations`` iterations (what
+    :meth:`PrivateAnnotator.private_gradient` realises): noise std sigma beta / n, the sensitivity of
+    :func:`gradient_sensitivity`; ``noise_over=sample`` releases each of the b rows (b per iteration;
+    a batch-bounded matrix is one), ``batch`` one noisy sum per iteration."""
     privacy, batch = cfg.privacy, int(cfg.method.batch_size)
     if privacy.bound not in BOUNDS:
         raise ConfigError(f"privacy.bound must be one of {', '.join(BOUNDS)}, got {privacy.bound!r}")
     if privacy.noise_over not in NOISE_OVER:
         raise ConfigError(f"privacy.noise_over must be one of {', '.join(NOISE_OVER)}, got {privacy.noise_over!r}")
-    beta, std = float(privacy.beta), float(privacy.sigma) * float(privacy.beta)
-    if privacy.noise_over == "sample":
-        rows = batch if privacy.normalize_over == "sample" else 1  # a batch-bounded matrix is one release
-        return GaussianRelease(
-            l2_sensitivity=2 * beta / teachers, noise_std=std / teachers, count=iterations * rows,
-            note=f"{privacy.bound}d top-k output gradient of each synthetic sample, averaged over {teachers} "
-                 "teacher(s), + N(0, sigma^2 beta^2)/n (Eq. (3); DPDFD §4.4)",
-        )
-    shrink = 1.0 if privacy.normalize_over == "sample" else batch**-0.5
+    per_iteration = batch if privacy.noise_over == "sample" and privacy.normalize_over == "sample" else 1
     return GaussianRelease(
-        l2_sensitivity=2 * beta * shrink / teachers, noise_std=std / (teachers * batch), count=iterations,
-        note=f"noisy batch mean of the {privacy.bound}d output gradients, averaged over {teachers} teacher(s), "
-             "(1/b)(sum_i g_i + N(0, sigma^2 beta^2)) (DPDFD Alg. 1 line 9)",
+        l2_sensitivity=gradient_sensitivity(cfg, teachers, batch),
+        noise_std=float(privacy.sigma) * float(privacy.beta) / teachers, count=iterations * per_iteration,
+        note=GRADIENT_NOTE if privacy.noise_over == "sample" else MEAN_NOTE,
     )
 
 
 class PrivateAnnotator:
     """Step 2 of Alg. 1: the teacher's answers for a batch, through the configured mechanism."""
 
-    def __init__(self, cfg: DictConfig, num_classes: int, rng: torch.Generator) -> None:
+    def __init__(self, cfg: DictConfig, num_classes: int, rng: torch.Generator, ledger: Ledger,
+                 disjoint_rows: bool = False) -> None:
+        """``ledger`` receives the event of every mechanism call this annotator makes.
+        ``disjoint_rows``: each row of a batch is a different private record (DPDFD's direct
+        training), so the rows compose in parallel (:func:`gradient_sensitivity`)."""
+        self.cfg = cfg
         self.privacy = cfg.privacy
         self.method = cfg.method
         self.num_classes = num_classes
         self.rng = rng
+        self.ledger = ledger
+        self.disjoint_rows = disjoint_rows
 
     def __call__(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
         """Soft targets y_hat for the student's cross-entropy, Eq. (6)."""
@@ -84,14 +108,17 @@ class PrivateAnnotator:
         ``privacy.rr_prior=rr_with_prior`` Ghazi et al.'s RRWithPrior on the student's softmax
         (a labelled variant: the set size k is chosen per sample from the prior)."""
         if self.privacy.rr_prior == "rr_with_prior":
-            labels = mechanisms.rr_with_prior(
+            labels, event = mechanisms.rr_with_prior(
                 teacher_logits.argmax(dim=1), F.softmax(student_logits, dim=1), float(self.privacy.query_epsilon), self.rng,
+                note=RR_WITH_PRIOR_NOTE,
             )
+            self.ledger.record(event)
             return F.one_hot(labels, self.num_classes).to(student_logits.dtype)
-        labels = mechanisms.topk_randomized_response(
+        labels, event = mechanisms.topk_randomized_response(
             teacher_logits.argmax(dim=1), student_logits, int(self.privacy.k),
-            float(self.privacy.query_epsilon), self.rng, domain=self.privacy.rr_domain,
+            float(self.privacy.query_epsilon), self.rng, domain=self.privacy.rr_domain, note=LABEL_NOTE,
         )
+        self.ledger.record(event)
         return F.one_hot(labels, self.num_classes).to(student_logits.dtype)
 
     def data_sensitive(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
@@ -119,7 +146,14 @@ class PrivateAnnotator:
         if not noise:
             return gradient
         std = float(privacy.sigma) * float(privacy.beta) / len(members)
-        return mechanisms.add_gaussian_noise(gradient, std, self.rng, over=privacy.noise_over)
+        sensitivity = gradient_sensitivity(self.cfg, len(members), len(gradient), self.disjoint_rows)
+        if privacy.noise_over == "sample":
+            release = "rows" if privacy.normalize_over == "sample" and not self.disjoint_rows else "once"
+            noisy, event = mechanisms.gaussian_mechanism(gradient, sensitivity, std, self.rng, release, GRADIENT_NOTE)
+        else:
+            noisy, event = mechanisms.noisy_mean(gradient, sensitivity, std, self.rng, MEAN_NOTE)
+        self.ledger.record(event)
+        return noisy
 
     def _bounded_gradient(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
         """One teacher's M_k(dL_t/dPhi_s), normalised (Eq. (3)) or clipped to norm beta."""

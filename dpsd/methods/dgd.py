@@ -90,10 +90,13 @@ def aggregation_release(cfg: DictConfig) -> PrivacyEvent:
     answer eps_0-DP."""
     queries, epsilon = int(cfg.method.queries), float(cfg.privacy.query_epsilon)
     if cfg.method.aggregator == "laplace":
-        return LaplaceRelease(l1_sensitivity=2.0, scale=2 / epsilon, count=queries,
-                              note="DGD Eq. (3): vote counts of the teacher ensemble + Lap(2/eps_0), argmax")
-    return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=aggregation_sigma(cfg), count=queries,
-                           note="DGD+: vote counts of the teacher ensemble + N(0, sigma^2), argmax")
+        return LaplaceRelease(l1_sensitivity=2.0, scale=2 / epsilon, count=queries, note=LAPLACE_NOTE)
+    return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=aggregation_sigma(cfg), count=queries, note=GAUSSIAN_NOTE)
+
+
+LAPLACE_NOTE = "DGD Eq. (3): vote counts of the teacher ensemble + Lap(2/eps_0), argmax"
+GAUSSIAN_NOTE = "DGD+: vote counts of the teacher ensemble + N(0, sigma^2), argmax"
+LATENT_NOTE = "DGD §III-E: each image's normalised VAE code + Lap(2c/eps_1), released once"
 
 
 def latent_release(cfg: DictConfig) -> LaplaceRelease:
@@ -101,8 +104,7 @@ def latent_release(cfg: DictConfig) -> LaplaceRelease:
     differ by at most 2c in L1. Each image's code is released once (parallel composition over
     images, the excerpts' "taking the synthetic data as a sequence"): one eps_1 release."""
     c, epsilon = int(cfg.method.latent_dim), float(cfg.method.latent_epsilon)
-    return LaplaceRelease(l1_sensitivity=2.0 * c, scale=2.0 * c / epsilon, count=1,
-                          note="DGD §III-E: each image's normalised VAE code + Lap(2c/eps_1), released once")
+    return LaplaceRelease(l1_sensitivity=2.0 * c, scale=2.0 * c / epsilon, count=1, note=LATENT_NOTE)
 
 
 def private(cfg: DictConfig) -> bool:
@@ -221,19 +223,24 @@ def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: T
     return query_votes, test_votes, accuracy
 
 
-def query_targets(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
-    """The student's targets for the queries: one-hot argmax of the noisy votes (Eq. (3)), or with
-    ``privacy=none`` the clean vote shares V_k(x) / n (soft teacher targets, no mechanism)."""
+def query_targets(votes: Tensor, cfg: DictConfig, rng: torch.Generator, ledger: Ledger) -> Tensor:
+    """The student's targets for the queries: one-hot argmax of the noisy votes (Eq. (3)), whose
+    event goes to ``ledger``, or with ``privacy=none`` the clean vote shares V_k(x) / n (soft teacher
+    targets, no mechanism)."""
     if not private(cfg):
         return votes / votes.sum(dim=1, keepdim=True)
-    return F.one_hot(noisy_votes(votes, cfg, rng).argmax(dim=1), votes.shape[1]).to(votes.dtype)
+    noisy, event = noisy_votes(votes, cfg, rng)
+    ledger.record(event)
+    return F.one_hot(noisy.argmax(dim=1), votes.shape[1]).to(votes.dtype)
 
 
-def noisy_votes(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> Tensor:
-    """Eq. (3) before its argmax: V_k(x) + Lap(2/eps_0) (DGD) or V_k(x) + N(0, sigma^2) (DGD+)."""
+def noisy_votes(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[Tensor, PrivacyEvent]:
+    """Eq. (3) before its argmax, and its event: V_k(x) + Lap(2/eps_0) (DGD) or V_k(x) + N(0, sigma^2)
+    (DGD+), one release per query. One changed private record changes one teacher's vote: two
+    counts move by one (L1 sensitivity 2, L2 sensitivity sqrt 2)."""
     if cfg.method.aggregator == "laplace":
-        return votes + mechanisms.laplace_noise(votes, 2 / float(cfg.privacy.query_epsilon), rng)
-    return votes + mechanisms.gaussian_noise(votes, aggregation_sigma(cfg), rng)
+        return mechanisms.laplace_mechanism(votes, 2.0, 2 / float(cfg.privacy.query_epsilon), rng, note=LAPLACE_NOTE)
+    return mechanisms.gaussian_mechanism(votes, math.sqrt(2), aggregation_sigma(cfg), rng, note=GAUSSIAN_NOTE)
 
 
 def train_generator(ctx: RunContext) -> nn.Module:
@@ -298,13 +305,17 @@ def unit_rows(x: Tensor) -> Tensor:
 @torch.no_grad()
 def private_codes(ctx: RunContext, vae: ConvVAE, images: Tensor) -> Tensor:
     """Step 3's latent release: normalised codes tanh(mu(x)) + Lap(2c/eps_1), then the mapping M
-    onto the decoder's input domain (``code_projection=clamp``: onto [-1, 1]^c, post-processing)."""
+    onto the decoder's input domain (``code_projection=clamp``: onto [-1, 1]^c, post-processing).
+    A code lies in [-1, 1]^c, so two images' codes differ by at most 2c in L1; each image's code is
+    released once (parallel composition over images): one release, recorded in ``ctx.ledger``."""
     cfg, device = ctx.cfg, ctx.device
     codes = torch.cat([normalize_code(vae.encode(x.to(device))[0]) for x in images.split(512)])
     if not private(cfg):
         return codes
-    scale = 2 * int(cfg.method.latent_dim) / float(cfg.method.latent_epsilon)
-    noisy = codes + mechanisms.laplace_noise(codes, scale, ctx.rng)
+    c = int(cfg.method.latent_dim)
+    noisy, event = mechanisms.laplace_mechanism(codes, 2.0 * c, 2.0 * c / float(cfg.method.latent_epsilon), ctx.rng,
+                                                release="once", note=LATENT_NOTE)
+    ctx.ledger.record(event)
     return noisy.clamp(-1, 1) if cfg.method.code_projection == "clamp" else noisy
 
 
@@ -401,10 +412,8 @@ class DGD(Method):
         for release in generator_release(cfg):
             ctx.ledger.record(release)
         votes, test_votes, member_accuracy = ensemble_votes(ctx, parts, tag, queries)
-        targets = query_targets(votes, cfg, ctx.rng)
+        targets = query_targets(votes, cfg, ctx.rng, ctx.ledger)
         labels = targets.argmax(dim=1)
-        if private(cfg):
-            ctx.ledger.record(aggregation_release(cfg))
         test_labels = torch.as_tensor([int(y) for _, y in evaluation_split(ctx)], device=test_votes.device)
         metrics["ensemble_test_accuracy"] = float((test_votes.argmax(dim=1) == test_labels).float().mean())
         metrics["member_mean_test_accuracy"] = member_accuracy
@@ -414,8 +423,6 @@ class DGD(Method):
         if uses_vae(cfg):
             vae = train_vae(ctx, vae_images)
             codes = private_codes(ctx, vae, unlabelled)
-            if private(cfg):
-                ctx.ledger.record(latent_release(cfg))
             triples = make_triples(ctx, vae, codes)
         student, final = train_student(ctx, queries, targets.cpu(), triples)
         metrics.update({f"final_{name}": value for name, value in final.items()})

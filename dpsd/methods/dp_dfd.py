@@ -108,17 +108,22 @@ def label_release(cfg: DictConfig, count: int) -> PrivacyEvent:
     ledger records ``num_buckets = 2`` (the smallest set, not the largest, is the worst case).
     ``keep_answer=soft`` returns the teacher's raw y_t when it keeps the truth: unprotected.
     """
-    privacy = cfg.privacy
     if cfg.method.keep_answer == "soft":
-        return UnprotectedRelease(
-            count=count,
-            note="DP-DFD Alg. 1 line 9 read literally (keep_answer=soft): the teacher's raw probability "
-                 "vector y_t is returned when the truth is kept, which randomized response does not cover",
-        )
-    return RandomizedResponseRelease(
-        epsilon=float(privacy.query_epsilon), num_buckets=2, count=count,
-        note="teacher label of each synthetic sample, selective randomized response (DP-DFD Alg. 1 "
-             "lines 4-11), accounted as binary RR_eps, which dominates it for every |I| >= 2",
+        return soft_answer_release(count)
+    return RandomizedResponseRelease(epsilon=float(cfg.privacy.query_epsilon), num_buckets=2, count=count,
+                                     note=SELECTIVE_NOTE)
+
+
+SELECTIVE_NOTE = ("teacher label of each synthetic sample, selective randomized response (DP-DFD Alg. 1 "
+                  "lines 4-11), accounted as binary RR_eps, which dominates it for every |I| >= 2")
+
+
+def soft_answer_release(count: int) -> UnprotectedRelease:
+    """``keep_answer=soft``: ``count`` answers that return the teacher's raw y_t when the truth is kept."""
+    return UnprotectedRelease(
+        count=count,
+        note="DP-DFD Alg. 1 line 9 read literally (keep_answer=soft): the teacher's raw probability "
+             "vector y_t is returned when the truth is kept, which randomized response does not cover",
     )
 
 
@@ -179,8 +184,9 @@ def plan_dp_dfd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
 class SelectiveAnnotator:
     """Alg. 1 line 2(c): the stage's labels from y_t and the student's prior y_s."""
 
-    def __init__(self, cfg: DictConfig, num_classes: int, rng: torch.Generator) -> None:
-        self.cfg, self.num_classes, self.rng = cfg, num_classes, rng
+    def __init__(self, cfg: DictConfig, num_classes: int, rng: torch.Generator, ledger: Ledger) -> None:
+        """``ledger`` receives the event of every answer this annotator gives."""
+        self.cfg, self.num_classes, self.rng, self.ledger = cfg, num_classes, rng, ledger
         self.threshold = selection_threshold(cfg, num_classes)
 
     def __call__(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
@@ -189,14 +195,16 @@ class SelectiveAnnotator:
         teacher_probs = F.softmax(teacher_logits, dim=1)
         if self.cfg.privacy.mode == "none":
             return teacher_probs
-        labels = mechanisms.selective_randomized_response(
+        labels, event = mechanisms.selective_randomized_response(
             teacher_logits.argmax(dim=1), F.softmax(student_logits, dim=1), self.threshold,
-            float(self.cfg.privacy.query_epsilon), self.rng,
+            float(self.cfg.privacy.query_epsilon), self.rng, note=SELECTIVE_NOTE,
         )
         answers = F.one_hot(labels, self.num_classes).to(teacher_probs.dtype)
         if self.cfg.method.keep_answer == "soft":  # line 9 literally: return y_t itself when kept
+            self.ledger.record(soft_answer_release(len(labels)))  # the raw y_t: no mechanism covers it
             kept = (labels == teacher_logits.argmax(dim=1)).unsqueeze(1)
             return torch.where(kept, teacher_probs, answers)
+        self.ledger.record(event)
         return answers
 
 
@@ -214,7 +222,7 @@ class DpDfdTrainer(Trainer):
         if generator_trainable(cfg):
             self.generator_opt = make_optimizer(method.optimizer, self.generator.parameters(), method.generator_lr)
         self.queries = 0  # teacher queries made (samples labelled)
-        self.annotate = SelectiveAnnotator(cfg, info.num_classes, rng)
+        self.annotate = SelectiveAnnotator(cfg, info.num_classes, rng, ctx.ledger)
         self.steps_per_stage = steps_per_stage(cfg)
         self.position = 0  # steps taken in the current stage
         self.order = torch.empty(0, dtype=torch.long, device=device)
@@ -247,9 +255,7 @@ class DpDfdTrainer(Trainer):
             samples.append(x)
             targets.append(self.annotate(self.teacher(x), self.student(x)))
         self.samples, self.targets = torch.cat(samples), torch.cat(targets)
-        self.queries += count
-        if self.cfg.privacy.mode == "label":
-            self.ctx.ledger.record(label_release(self.cfg, count))
+        self.queries += count  # the annotator recorded each answer's event
 
     def _next_batch(self) -> Tensor:
         """Indices of the next minibatch: a fresh permutation of the stage's set each epoch."""

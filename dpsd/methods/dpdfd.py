@@ -38,7 +38,7 @@ from torch.utils.data import DataLoader
 
 from dpsd import losses
 from dpsd.data import DataInfo
-from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, output_gradient_release
+from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, gradient_sensitivity, output_gradient_release
 from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
 from dpsd.methods.base import RunContext, Trainer, register_method
@@ -76,28 +76,35 @@ def direct_releases(cfg: DictConfig, iterations: int) -> list[PrivacyEvent]:
     """What ``iterations`` steps of direct training (§4.4, Table 4) release.
 
     W.r.t. one private record (x, y): its own output-gradient row passes A_{C,sigma} whenever its
-    batch comes up; per sample that row has sensitivity 2C and noise sigma C, the noisy batch mean
-    (noise_over=batch) 2C/B and sigma C/B, the same ratio. It is counted once per step (an upper
-    bound that needs no dataset size: a record is in one batch per pass). But the student's update
-    differentiates Phi(x) at the private x itself (the Jacobian, and Phi(x) inside the
-    cross-entropy), which no noise covers: every step is also an unprotected release.
+    batch comes up; the rows of a batch are different records, so they compose in parallel: one
+    Gaussian release per step of sensitivity :func:`gradient_sensitivity` (``disjoint_rows``) and
+    noise sigma C (the noisy batch sum, noise_over=batch, the same). It is counted once per step
+    (an upper bound that needs no dataset size: a record is in one batch per pass). But the
+    student's update differentiates Phi(x) at the private x itself (the Jacobian, and Phi(x)
+    inside the cross-entropy), which no noise covers: every step is also an unprotected release.
     """
     privacy = cfg.privacy
     if privacy.mode != "data":
         return []
-    beta, scale = float(privacy.beta), int(cfg.method.batch_size) if privacy.noise_over == "batch" else 1
+    beta, batch = float(privacy.beta), int(cfg.method.batch_size)
     return [
         GaussianRelease(
-            l2_sensitivity=2 * beta / scale, noise_std=float(privacy.sigma) * beta / scale, count=iterations,
+            l2_sensitivity=gradient_sensitivity(cfg, 1, batch, disjoint_rows=True),
+            noise_std=float(privacy.sigma) * beta, count=iterations,
             note=f"{privacy.bound}d output gradient of a private record's CE loss + N(0, sigma^2 C^2), "
                  "counted once per step (label-DP view)",
         ),
-        UnprotectedRelease(
-            count=iterations,
-            note="direct training (§4.4): the student's update uses its Jacobian and outputs at the private "
-                 "inputs, which the output-gradient noise does not cover; at most the labels are protected",
-        ),
+        *direct_unprotected_release(iterations),
     ]
+
+
+def direct_unprotected_release(iterations: int) -> list[UnprotectedRelease]:
+    """Direct training's student update at the private inputs, which no noise covers."""
+    return [UnprotectedRelease(
+        count=iterations,
+        note="direct training (§4.4): the student's update uses its Jacobian and outputs at the private "
+             "inputs, which the output-gradient noise does not cover; at most the labels are protected",
+    )]
 
 
 def dpdfd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[PrivacyEvent]:
@@ -184,13 +191,10 @@ class DPDFDTrainer(DPSDTrainer):
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
-        self.annotate = DPDFDAnnotator(ctx.cfg, ctx.info.num_classes, ctx.rng)
+        self.annotate = DPDFDAnnotator(ctx.cfg, ctx.info.num_classes, ctx.rng, ctx.ledger)
         n = int(ctx.cfg.method.teachers)
         if n > 1:
             self.teacher = TeacherEnsemble(ensemble_members(ctx, n))
-
-    def releases(self, iterations: int) -> list[PrivacyEvent]:
-        return dpdfd_releases(self.cfg, self.info, iterations)
 
 
 def private_batches(ctx: RunContext) -> Iterator[tuple[Tensor, Tensor]]:
@@ -217,7 +221,7 @@ class DirectTrainer(Trainer):
             build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
         ).to(ctx.device)
         self.optimizer = make_optimizer(cfg.method.optimizer, self.student.parameters(), cfg.method.student_lr)
-        self.annotate = DPDFDAnnotator(cfg, info.num_classes, ctx.rng)
+        self.annotate = DPDFDAnnotator(cfg, info.num_classes, ctx.rng, ctx.ledger, disjoint_rows=True)
         if len(ctx.data.train) < int(cfg.method.batch_size):
             raise ConfigError(f"method.batch_size={cfg.method.batch_size} exceeds the private split ({len(ctx.data.train)} records)")
         self.batches = private_batches(ctx)
@@ -228,8 +232,9 @@ class DirectTrainer(Trainer):
         logits = self.student(x)
         with torch.no_grad():  # the label as a one-hot score: its argmax is the CE's target class
             targets = self.annotate(F.one_hot(y, self.num_classes).to(logits.dtype), logits)
-        for release in direct_releases(self.cfg, 1):
-            self.ctx.ledger.record(release)
+        if self.cfg.privacy.mode == "data":  # the annotator recorded its Gaussian release
+            for release in direct_unprotected_release(1):
+                self.ctx.ledger.record(release)
         loss = losses.soft_cross_entropy(logits, targets).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

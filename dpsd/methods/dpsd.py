@@ -20,7 +20,7 @@ from torch import Tensor
 
 from dpsd import losses
 from dpsd.data import DataInfo
-from dpsd.distill.annotators import PrivateAnnotator, output_gradient_release
+from dpsd.distill.annotators import LABEL_NOTE, PrivateAnnotator, output_gradient_release
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import generator_loss, student_loss_for_generator
 from dpsd.methods.base import Method, RunContext, Trainer, register_method
@@ -56,18 +56,22 @@ def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Priv
         ))
     elif privacy.mode == "label":
         releases.append(RandomizedResponseRelease(
-            epsilon=float(privacy.query_epsilon), num_buckets=int(privacy.k), count=iterations * batch,
-            note="teacher label of each synthetic sample, top-k randomized response (Eq. (5))",
+            epsilon=float(privacy.query_epsilon), num_buckets=int(privacy.k), count=iterations * batch, note=LABEL_NOTE,
         ))
     elif privacy.mode == "data":
         releases.append(output_gradient_release(cfg, iterations))
     if cfg.method.discriminator == "teacher" and generator_trainable(cfg):
-        releases.append(UnprotectedRelease(
-            count=iterations,
-            note="DPSD-T generator update from the teacher's raw outputs: the generator, its "
-                 "samples and hence the student are not covered by any guarantee",
-        ))
+        releases.append(dpsd_t_generator_release(iterations))
     return releases
+
+
+def dpsd_t_generator_release(iterations: int) -> UnprotectedRelease:
+    """DPSD-T (§IV-F.3): ``iterations`` generator updates computed from the teacher's raw outputs."""
+    return UnprotectedRelease(
+        count=iterations,
+        note="DPSD-T generator update from the teacher's raw outputs: the generator, its "
+             "samples and hence the student are not covered by any guarantee",
+    )
 
 
 def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
@@ -136,24 +140,23 @@ class DPSDTrainer(Trainer):
             generator_params = list(self.generator.parameters()) + ([self.latents] if self.latents.requires_grad else [])
             self.generator_opt = make_optimizer(method.optimizer, generator_params, method.generator_lr)
         self.queries = 0  # teacher queries made (samples annotated)
-        self.annotate = PrivateAnnotator(cfg, info.num_classes, rng)
+        self.annotate = PrivateAnnotator(cfg, info.num_classes, rng, ctx.ledger)
         self.query = query or self.query_teacher
         self.discriminator = self.teacher if method.discriminator == "teacher" else self.student
 
     def step(self) -> dict[str, float]:
         """One iteration of Alg. 1 (lines 3-6); returns its losses."""
-        cfg, method, ledger = self.cfg, self.cfg.method, self.ctx.ledger
+        cfg, method = self.cfg, self.cfg.method
         if method.latents == "resample":
             self.latents = torch.randn(self.latents.shape, generator=self.rng, device=self.latents.device)
         # (1) synthetic data. The generator does not change before line 6 of Alg. 1 uses the same x
         # again, so one forward pass (with its graph) serves both.
         samples = self.generator(self.latents)
-        # (2) private annotation: the only place the teacher is queried.
+        # (2) private annotation: the only place the teacher is queried; the mechanism's event is
+        # recorded by the annotator that ran it.
         with torch.no_grad():
             targets = self.query(samples, self.student(samples))
         self.queries += len(samples)
-        for release in self.releases(1):
-            ledger.record(release)
         # (3) student update, Eq. (7).
         for _ in range(int(method.student_steps)):
             student_loss = losses.soft_cross_entropy(self.student(samples.detach()), targets).mean()
@@ -166,14 +169,12 @@ class DPSDTrainer(Trainer):
         gen_loss = generator_loss(cfg, self.discriminator, samples)
         gen_loss = gen_loss + student_loss_for_generator(cfg, self.student, samples, targets)
         self.generator_opt.zero_grad(set_to_none=True)
+        if self.discriminator is self.teacher:
+            self.ctx.ledger.record(dpsd_t_generator_release(1))  # the teacher's raw outputs, unprotected
         if gen_loss.requires_grad:  # every term switched off: the generator stays as it is
             gen_loss.backward()
             self.generator_opt.step()
         return {"student_loss": student_loss.item(), "generator_loss": gen_loss.item()}
-
-    def releases(self, iterations: int) -> list[PrivacyEvent]:
-        """What ``iterations`` iterations release (:func:`dpsd_releases`; a variant's own ledger)."""
-        return dpsd_releases(self.cfg, self.info, iterations)
 
     def query_teacher(self, samples: Tensor, student_logits: Tensor) -> Tensor:
         """Alg. 1 line 4: the teacher's answers for ``samples`` through the private mechanism."""

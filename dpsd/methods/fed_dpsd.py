@@ -26,12 +26,12 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
 from dpsd.data import DataInfo
-from dpsd.distill.annotators import PrivateAnnotator
+from dpsd.distill.annotators import GRADIENT_NOTE, PrivateAnnotator, gradient_sensitivity
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.methods.dpsd import DPSD, DPSDTrainer, dpsd_releases, plan_dpsd_ledger
 from dpsd.privacy import mechanisms
-from dpsd.privacy.accounting import Ledger
+from dpsd.privacy.accounting import Ledger, rigorous_epsilon
 from dpsd.privacy.events import PrivacyEvent, UnprotectedRelease
 from dpsd.teachers import load_or_train_teacher
 
@@ -98,12 +98,29 @@ def client_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Pr
     (literal Alg. 2 line 14) a data-mode client sends its normalised gradients without noise.
     """
     if cfg.privacy.mode == "data" and cfg.method.noise_at == "server":
-        return [UnprotectedRelease(
-            count=iterations * int(cfg.method.batch_size),
-            note="FedDPSD noise_at=server: the client sends its normalised output gradient without "
-                 "noise; the server adds the noise (Alg. 2 line 14), so the server itself sees raw answers",
-        )]
+        return [raw_gradient_release(iterations * int(cfg.method.batch_size))]
     return dpsd_releases(cfg, info, iterations)
+
+
+def raw_gradient_release(count: int) -> UnprotectedRelease:
+    """``count`` normalised output gradients a client sends without noise (``noise_at=server``)."""
+    return UnprotectedRelease(
+        count=count,
+        note="FedDPSD noise_at=server: the client sends its normalised output gradient without "
+             "noise; the server adds the noise (Alg. 2 line 14), so the server itself sees raw answers",
+    )
+
+
+def server_noise(cfg: DictConfig) -> bool:
+    """Whether the server adds the noise (data mode, ``noise_at=server``, Alg. 2 line 14 as printed)."""
+    return cfg.privacy.mode == "data" and cfg.method.noise_at == "server"
+
+
+def worst_client(client_ledgers: list[list[PrivacyEvent]], delta: float) -> list[PrivacyEvent]:
+    """Parallel composition: a record belongs to one client, so the run's ledger is the client ledger
+    (the events its own mechanism calls realised) with the largest rigorous epsilon; the clients
+    answer alike, so normally any of them."""
+    return max(client_ledgers, key=lambda events: rigorous_epsilon(events, delta)["eps_rigorous"])
 
 
 class FedClient:
@@ -116,8 +133,8 @@ class FedClient:
         self.cfg, self.info = cfg, info
         self.teacher = teacher.eval()
         device = next(teacher.parameters()).device
-        self.annotate = PrivateAnnotator(cfg, info.num_classes, torch.Generator(device=device).manual_seed(seed))
         self.ledger = Ledger()
+        self.annotate = PrivateAnnotator(cfg, info.num_classes, torch.Generator(device=device).manual_seed(seed), self.ledger)
 
     @torch.no_grad()
     def respond(self, samples: Tensor, student_logits: Tensor) -> Tensor:
@@ -127,16 +144,16 @@ class FedClient:
         samples, student_logits = samples.to(device), student_logits.to(device)
         teacher_logits = self.teacher(samples)
         mode = self.cfg.privacy.mode
-        if mode == "data":
-            answer = self.annotate.private_gradient(
-                teacher_logits, student_logits, noise=self.cfg.method.noise_at == "client"
-            )
+        # the annotator records its mechanisms' events in self.ledger; a raw answer is recorded here
+        if mode == "data" and self.cfg.method.noise_at == "server":
+            answer = self.annotate.private_gradient(teacher_logits, student_logits, noise=False)
+            self.ledger.record(raw_gradient_release(len(samples)))
+        elif mode == "data":
+            answer = self.annotate.private_gradient(teacher_logits, student_logits)
         elif mode == "label":
             answer = self.annotate.label_sensitive(teacher_logits, student_logits)
         else:
             answer = F.softmax(teacher_logits, dim=1)
-        for release in client_releases(self.cfg, self.info, 1):
-            self.ledger.record(release)
         return answer
 
     def ledger_events(self) -> list[PrivacyEvent]:
@@ -200,9 +217,14 @@ class FederatedQuery:
         if self.cfg.privacy.mode != "data":
             return answers.mean(dim=0)  # s = 0: the average of the clients' labels (soft votes)
         total = answers.sum(dim=0)
-        if self.cfg.method.noise_at == "server":  # Alg. 2 line 14 as printed: (sum O_i + N(0, sigma^2 beta^2)) / m
+        if server_noise(self.cfg):  # Alg. 2 line 14 as printed: (sum O_i + N(0, sigma^2 beta^2)) / m
+            # one record changes one client's normalised row by at most 2 beta; the event goes to the
+            # run's ledger (what the trusted server releases), the clients' raw answers to theirs
             privacy = self.cfg.privacy
-            total = total + mechanisms.gaussian_noise(total, float(privacy.sigma) * float(privacy.beta), self.server.rng)
+            total, event = mechanisms.gaussian_mechanism(
+                total, gradient_sensitivity(self.cfg, 1, len(total)), float(privacy.sigma) * float(privacy.beta),
+                self.server.rng, note=GRADIENT_NOTE)
+            self.server.ledger.record(event)
         return self.server.step_outputs(student_logits, total / len(answers))
 
 
@@ -292,13 +314,18 @@ class FedDPSD(Method):
             clients: LocalClients | RayClients = RayClients(cfg, ctx.info, teachers, seeds)
         else:
             clients = LocalClients([FedClient(cfg, ctx.info, t, s) for t, s in zip(teachers, seeds)])
-        server = PrivateAnnotator(cfg, ctx.info.num_classes, ctx.rng)
+        server = PrivateAnnotator(cfg, ctx.info.num_classes, ctx.rng, ctx.ledger)  # its noise, if any, goes to the run's ledger
         return FedDPSDTrainer(ctx, clients, server, [len(part) for part in parts])
 
     def result(self, ctx: RunContext, trainer: FedDPSDTrainer, metrics: dict[str, float]) -> RunResult:
         """DPSD's result (``queries``: samples annotated, each answered by every client), with the
-        number of clients and the smallest client's records."""
+        number of clients and the smallest client's records; the run's ledger is the worst client's
+        realised events (:func:`worst_client`) unless the server added the noise and recorded its own."""
+        client_ledgers = trainer.clients.ledgers()
+        if not server_noise(ctx.cfg):
+            for event in worst_client(client_ledgers, float(ctx.cfg.privacy.delta)):
+                ctx.ledger.record(event)
         result = super().result(ctx, trainer, metrics)
-        result.metrics["clients"] = float(len(trainer.clients.ledgers()))
+        result.metrics["clients"] = float(len(client_ledgers))
         result.metrics["smallest_client_records"] = float(min(trainer.partition_sizes))
         return result

@@ -1,8 +1,16 @@
 """Privacy mechanisms as pure tensor functions, vectorised over the batch.
 
 Every function takes its randomness from an explicit ``torch.Generator`` so that a run is
-reproducible from its seed, and none of them loops over samples in Python. The accounting of what
-they release lives in :mod:`dpsd.privacy.accounting`; these functions only transform tensors.
+reproducible from its seed, and none of them loops over samples in Python. A mechanism returns what
+it released *and* the privacy event it just realised (:mod:`dpsd.privacy.events`), built from the
+very parameters that drew the noise and from the number of releases actually made, so a method
+records the event of the noise it added, never a second reading of its config (the plan-equals-run
+contract test compares these realised events with ``plan_ledger``'s). The accounting of events
+lives in :mod:`dpsd.privacy.accounting`.
+
+``release`` says what one release is: ``"rows"``, every row of the input (each answer depends on
+the whole private set, so the rows compose: count = rows); ``"once"``, the whole input (a matrix
+bounded as a whole, or rows about disjoint records, which compose in parallel: count 1).
 """
 
 from __future__ import annotations
@@ -11,6 +19,19 @@ import math
 
 import torch
 from torch import Tensor
+
+from dpsd.privacy.events import GaussianRelease, LaplaceRelease, RandomizedResponseRelease, UnprotectedRelease
+
+RELEASES = ("rows", "once")
+
+
+def _count(values: Tensor, release: str, caller: str) -> int:
+    """How many releases ``values`` is under ``release`` (see the module docstring)."""
+    if release == "rows":
+        return int(values.shape[0])
+    if release == "once":
+        return 1
+    raise ValueError(f"{caller}: release must be one of {', '.join(RELEASES)}, got {release!r}")
 
 
 def keep_topk(values: Tensor, k: int, by: str = "magnitude") -> Tensor:
@@ -73,29 +94,42 @@ def gaussian_noise(like: Tensor, std: float, rng: torch.Generator) -> Tensor:
     return torch.randn(like.shape, generator=rng, device=like.device, dtype=like.dtype) * std
 
 
-def add_gaussian_noise(rows: Tensor, std: float, rng: torch.Generator, over: str = "sample") -> Tensor:
-    """The noisy release of bounded rows (b, c), shaped like ``rows``.
+def gaussian_mechanism(values: Tensor, l2_sensitivity: float, noise_std: float, rng: torch.Generator,
+                       release: str = "rows", note: str = "") -> tuple[Tensor, GaussianRelease]:
+    """``values`` + N(0, noise_std^2 I) (the Gaussian mechanism, DPSD Theorem 5; PATE's GNMax and
+    DGD+'s aggregation on vote counts) and its event: ``l2_sensitivity`` is that of one release
+    (a row, or the whole input with ``release="once"``)."""
+    count = _count(values, release, "gaussian_mechanism")
+    event = GaussianRelease(l2_sensitivity=l2_sensitivity, noise_std=noise_std, count=count, note=note)
+    return values + gaussian_noise(values, noise_std, rng), event
 
-    ``over="sample"``: every row gets its own N(0, std^2 I) (DPSD Eq. (3); DPDFD §4.4's per-sample
-    g~_i). ``over="batch"``: DPDFD Alg. 1 line 9 / Eq. (4) as printed, one noisy mean
-    ``(1/b) (sum_i rows_i + N(0, std^2 I))`` of the batch, given to every row.
-    """
-    if over == "sample":
-        return rows + gaussian_noise(rows, std, rng)
-    if over == "batch":
-        mean = (rows.sum(dim=0, keepdim=True) + gaussian_noise(rows[:1], std, rng)) / rows.shape[0]
-        return mean.expand_as(rows)
-    raise ValueError(f"add_gaussian_noise: over must be 'sample' or 'batch', got {over!r}")
+
+def noisy_mean(rows: Tensor, sum_sensitivity: float, noise_std: float, rng: torch.Generator,
+               note: str = "") -> tuple[Tensor, GaussianRelease]:
+    """DPDFD Alg. 1 line 9 / Eq. (4) as printed: one noisy mean ``(1/b) (sum_i rows_i + N(0, std^2 I))``
+    of the batch, given to every row; one Gaussian release of the sum (``sum_sensitivity``, ``noise_std``),
+    of which the division by b is post-processing."""
+    event = GaussianRelease(l2_sensitivity=sum_sensitivity, noise_std=noise_std, count=1, note=note)
+    mean = (rows.sum(dim=0, keepdim=True) + gaussian_noise(rows[:1], noise_std, rng)) / rows.shape[0]
+    return mean.expand_as(rows), event
 
 
 def laplace_noise(like: Tensor, scale: float, rng: torch.Generator) -> Tensor:
-    """I.i.d. Laplace(0, ``scale``) noise shaped like ``like`` (PATE's LNMax, scale 1/gamma; DGD
-    Eq. (3), scale 2/eps_0; DGD's latent codes, scale 2c/eps_1), by inverse CDF of one uniform
-    draw in [-1/2, 1/2) per entry."""
+    """I.i.d. Laplace(0, ``scale``) noise shaped like ``like``, by inverse CDF of one uniform draw in
+    [-1/2, 1/2) per entry."""
     if scale == 0:  # no noise (privacy.noiseless); the inverse CDF below would give 0 * inf at u = -1/2
         return torch.zeros_like(like)
     uniform = torch.rand(like.shape, generator=rng, device=like.device) - 0.5
     return (-torch.sign(uniform) * torch.log1p(-2 * uniform.abs()) * scale).to(like.dtype)
+
+
+def laplace_mechanism(values: Tensor, l1_sensitivity: float, scale: float, rng: torch.Generator,
+                      release: str = "rows", note: str = "") -> tuple[Tensor, LaplaceRelease]:
+    """``values`` + Laplace(``scale``) noise and its event (PATE's LNMax, scale 1/gamma; DGD Eq. (3),
+    scale 2/eps_0; DGD's latent codes, scale 2c/eps_1, ``release="once"``)."""
+    count = _count(values, release, "laplace_mechanism")
+    event = LaplaceRelease(l1_sensitivity=l1_sensitivity, scale=scale, count=count, note=note)
+    return values + laplace_noise(values, scale, rng), event
 
 
 def randomized_response_keep_probability(epsilon: float, num_buckets: int) -> float:
@@ -106,12 +140,8 @@ def randomized_response_keep_probability(epsilon: float, num_buckets: int) -> fl
     return 1.0 / (1.0 + (num_buckets - 1) * math.exp(-epsilon))
 
 
-def randomized_response(truth: Tensor, num_buckets: int, epsilon: float, rng: torch.Generator) -> Tensor:
-    """k-ary randomized response, DPSD Eq. (4), on bucket indices ``truth`` in [0, num_buckets).
-
-    Keeps the truth with probability e^eps/(e^eps+c-1); otherwise answers one of the other c-1
-    buckets uniformly, so each other bucket has probability 1/(e^eps+c-1).
-    """
+def _randomized_response(truth: Tensor, num_buckets: int, epsilon: float, rng: torch.Generator) -> Tensor:
+    """The answers of :func:`randomized_response` (no event: the callers here build their own)."""
     keep_p = randomized_response_keep_probability(epsilon, num_buckets)
     keep = torch.rand(truth.shape, generator=rng, device=truth.device) < keep_p
     if num_buckets < 2:
@@ -121,6 +151,18 @@ def randomized_response(truth: Tensor, num_buckets: int, epsilon: float, rng: to
     return torch.where(keep, truth, other)
 
 
+def randomized_response(truth: Tensor, num_buckets: int, epsilon: float, rng: torch.Generator,
+                        release: str = "rows", note: str = "") -> tuple[Tensor, RandomizedResponseRelease]:
+    """k-ary randomized response, DPSD Eq. (4), on bucket indices ``truth`` in [0, num_buckets), and its event.
+
+    Keeps the truth with probability e^eps/(e^eps+c-1); otherwise answers one of the other c-1
+    buckets uniformly, so each other bucket has probability 1/(e^eps+c-1).
+    """
+    count = _count(truth, release, "randomized_response")
+    event = RandomizedResponseRelease(epsilon=epsilon, num_buckets=num_buckets, count=count, note=note)
+    return _randomized_response(truth, num_buckets, epsilon, rng), event
+
+
 def topk_randomized_response(
     teacher_label: Tensor,
     prior_scores: Tensor,
@@ -128,7 +170,8 @@ def topk_randomized_response(
     epsilon: float,
     rng: torch.Generator,
     domain: str = "topk",
-) -> Tensor:
+    note: str = "",
+) -> tuple[Tensor, RandomizedResponseRelease | UnprotectedRelease]:
     """DPSD Eq. (5): randomized response with the student's top-k classes as prior.
 
     ``prior_scores`` (the student's outputs) give each row its index set I_i of the k most probable
@@ -136,7 +179,8 @@ def topk_randomized_response(
     class drawn uniformly from I_i. ``domain`` picks the randomized response's answer set when r is
     in I_i: ``"topk"`` answers within I_i (k buckets: the reading of the method description, "RR
     restricted to the student's top-k"); ``"all"`` answers R(r; c, eps) over all c classes, the
-    literal Eq. (5).
+    literal Eq. (5): an answer outside the top-k then happens only when the teacher's class is inside
+    it, an unbounded privacy loss, so its event is an :class:`UnprotectedRelease` of every answer.
     """
     index_set = prior_scores.topk(k, dim=1).indices  # (b, k)
     in_set = index_set == teacher_label.unsqueeze(1)  # (b, k), at most one True per row
@@ -146,12 +190,14 @@ def topk_randomized_response(
     ).squeeze(1)
     if domain == "topk":
         position = in_set.long().argmax(dim=1)
-        answered = index_set.gather(1, randomized_response(position, k, epsilon, rng).unsqueeze(1)).squeeze(1)
+        answers, event = randomized_response(position, k, epsilon, rng, note=note)
+        answered = index_set.gather(1, answers.unsqueeze(1)).squeeze(1)
     elif domain == "all":
-        answered = randomized_response(teacher_label, prior_scores.shape[1], epsilon, rng)
+        answered = _randomized_response(teacher_label, prior_scores.shape[1], epsilon, rng)
+        event = UnprotectedRelease(count=len(teacher_label), note=note)
     else:
         raise ValueError(f"topk_randomized_response: domain must be 'topk' or 'all', got {domain!r}")
-    return torch.where(found, answered, uniform)
+    return torch.where(found, answered, uniform), event
 
 
 def selective_index_set(prior_probs: Tensor, threshold: float, min_size: int = 2) -> Tensor:
@@ -173,8 +219,9 @@ def _uniform_member(mask: Tensor, rng: torch.Generator) -> Tensor:
 
 
 def selective_randomized_response(
-    teacher_label: Tensor, prior_probs: Tensor, threshold: float, epsilon: float, rng: torch.Generator
-) -> Tensor:
+    teacher_label: Tensor, prior_probs: Tensor, threshold: float, epsilon: float, rng: torch.Generator,
+    note: str = "",
+) -> tuple[Tensor, RandomizedResponseRelease]:
     """DP-DFD's selective randomized response R(y_s, y_t, t), Alg. 1 lines 4-11, on class indices.
 
     ``prior_probs`` are the student's output probabilities y_s; I is :func:`selective_index_set`
@@ -182,6 +229,11 @@ def selective_randomized_response(
     e^eps / (e^eps + k - 1) and each other member of I with probability 1 / (e^eps + k - 1)
     (RR_eps(I, y_t)); otherwise answer each member of I with probability 1 / k (Uniform(I)).
     An answer equals r exactly when the truth was kept.
+
+    Its event is binary randomized response at ``epsilon``, one per row: w.r.t. one changed record
+    (which may change r), every pair of answer distributions is eps-DP and the hockey-stick
+    divergence of each is largest at k = 2, so binary RR_eps dominates every answer whatever k the
+    student's prior gives (the argument is spelt out at ``dpsd.methods.dp_dfd.label_release``).
     """
     mask = selective_index_set(prior_probs, threshold)
     size = mask.sum(dim=1)
@@ -192,7 +244,8 @@ def selective_randomized_response(
     keep = torch.rand(size.shape, generator=rng, device=size.device) < keep_p
     other = _uniform_member(mask & ~truth, rng)  # a member of I other than r (k >= 2 leaves one)
     uniform = _uniform_member(mask, rng)
-    return torch.where(found, torch.where(keep, teacher_label, other), uniform)
+    event = RandomizedResponseRelease(epsilon=epsilon, num_buckets=2, count=len(teacher_label), note=note)
+    return torch.where(found, torch.where(keep, teacher_label, other), uniform), event
 
 
 def rr_with_prior_k(prior_probs: Tensor, epsilon: float) -> Tensor:
@@ -209,12 +262,15 @@ def rr_with_prior_k(prior_probs: Tensor, epsilon: float) -> Tensor:
     return (gain >= best * (1 - 1e-6)).long().argmax(dim=1) + 1
 
 
-def rr_with_prior(teacher_label: Tensor, prior_probs: Tensor, epsilon: float, rng: torch.Generator) -> Tensor:
+def rr_with_prior(teacher_label: Tensor, prior_probs: Tensor, epsilon: float, rng: torch.Generator,
+                  note: str = "") -> tuple[Tensor, RandomizedResponseRelease]:
     """RRWithPrior (Ghazi et al. 2021, Alg. 2) on class indices: per row, k = :func:`rr_with_prior_k`
     and Y_k the prior's k most probable classes; if the true class r is in Y_k answer r with
     probability e^eps / (e^eps + k - 1) and each other member of Y_k with 1 / (e^eps + k - 1)
     (RR_eps over Y_k); otherwise answer a member of Y_k uniformly. Y_k depends on the prior only, so
-    each answer is eps-label-DP (the same pairs as DPSD's Eq. (5) top-k RR, with a per-row k)."""
+    each answer is eps-label-DP (the same pairs as DPSD's Eq. (5) top-k RR, with a per-row k). Its
+    event is binary RR_eps per row, which dominates k-ary RR_eps over a prior-chosen set for every
+    k >= 2 (as :func:`selective_randomized_response`'s); k = 1 leaks nothing."""
     k = rr_with_prior_k(prior_probs, epsilon)
     order = prior_probs.argsort(dim=1, descending=True)
     rank = torch.empty_like(order).scatter_(1, order, torch.arange(prior_probs.shape[1], device=order.device).expand_as(order))
@@ -226,4 +282,5 @@ def rr_with_prior(teacher_label: Tensor, prior_probs: Tensor, epsilon: float, rn
     others = mask & ~truth
     other = _uniform_member(torch.where(others.any(dim=1, keepdim=True), others, mask), rng)  # k = 1: keep_p = 1
     uniform = _uniform_member(mask, rng)
-    return torch.where(found, torch.where(keep, teacher_label, other), uniform)
+    event = RandomizedResponseRelease(epsilon=epsilon, num_buckets=2, count=len(teacher_label), note=note)
+    return torch.where(found, torch.where(keep, teacher_label, other), uniform), event
