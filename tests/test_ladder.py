@@ -17,7 +17,7 @@ from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
 from dpsd.methods.dpdfd import DPDFDAnnotator
 from dpsd.distill.annotators import PrivateAnnotator
-from dpsd.models import GaussianNoise, build_generator
+from dpsd.models import GaussianNoise, build_generator, generator_from_config
 from dpsd.privacy.accounting import Ledger
 from dpsd.data import load_data
 from dpsd.teachers import load_or_train_teacher
@@ -74,6 +74,15 @@ def test_gaussian_noise_generator_has_no_parameters_and_samples_standard_normal_
     with pytest.raises(ConfigError, match="unknown model.generator.name"):
         build_generator(100, 1, 28, name="vae")
 
+
+
+def test_gaussian_noise_moments_come_from_the_generator_config():
+    """``model.generator.mean/std`` set the noise's moments (R2 with a dark-background prior)."""
+    cfg = compose(["model/generator=gaussian_noise", "model.generator.mean=-1", "model.generator.std=0.5"])
+    images = generator_from_config(cfg.model.generator, 1, 28, seed=0)(torch.zeros(4096, 100))
+    assert abs(images.mean().item() + 1) < 0.01 and abs(images.std().item() - 0.5) < 0.01
+    with pytest.raises(ConfigError, match="std"):
+        build_generator(100, 1, 28, name="gaussian_noise", std=0.0)
 
 @pytest.mark.parametrize(("name", "privacy"), SEEDS, ids=IDS)
 def test_gaussian_noise_runs_every_seed_method_without_a_generator_step(results_dir, run_as_planned, name, privacy):

@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 from dpsd.data import DataInfo
-from dpsd.models import build_classifier, build_generator, xavier_init_
+from dpsd.models import build_classifier, generator_from_config, xavier_init_
 
 def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     if name == "adam":
@@ -19,9 +19,7 @@ def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
 
 def build_student_and_generator(cfg: DictConfig, info: DataInfo, device: torch.device) -> tuple[nn.Module, nn.Module]:
     """The configured student and generator, Xavier-initialised (DPSD §IV-A) and on ``device``
-    (``model/generator=gaussian_noise``: fresh N(0, 1) images, no parameters)."""
+    (``model/generator=gaussian_noise``: fresh N(mean, std²) images, no parameters)."""
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
-    generator_cfg = cfg.model.generator
-    generator = build_generator(generator_cfg.latent_dim, info.channels, info.image_size, generator_cfg.width,
-                                name=generator_cfg.name, seed=int(cfg.seed))
+    generator = generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed))
     return xavier_init_(student).to(device), xavier_init_(generator).to(device)

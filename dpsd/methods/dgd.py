@@ -39,7 +39,7 @@ from dpsd.distill.generator_losses import generator_loss
 from dpsd.errors import ConfigError
 from dpsd.losses import soft_cross_entropy
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
-from dpsd.models import ConvVAE, build_classifier, build_generator, generator_trainable, normalize_code, vae_loss, xavier_init_
+from dpsd.models import ConvVAE, build_classifier, generator_from_config, generator_trainable, normalize_code, vae_loss, xavier_init_
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
@@ -249,9 +249,9 @@ def train_generator(ctx: RunContext) -> nn.Module:
     is returned untrained (it has no parameters)."""
     cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
     baseline = ctx.teachers[0].eval()
-    latent_dim, generator_cfg = int(cfg.model.generator.latent_dim), cfg.model.generator
-    generator = xavier_init_(build_generator(latent_dim, info.channels, info.image_size, generator_cfg.width,
-                                             name=generator_cfg.name, seed=int(cfg.seed))).to(device)
+    latent_dim = int(cfg.model.generator.latent_dim)
+    generator = xavier_init_(generator_from_config(cfg.model.generator, info.channels, info.image_size,
+                                                   int(cfg.seed))).to(device)
     if not generator_trainable(cfg):
         return generator.eval()
     optimizer = make_optimizer("adam", generator.parameters(), float(method.generator_lr))

@@ -34,6 +34,7 @@ __all__ = [
     "Generator",
     "build_classifier",
     "build_generator",
+    "generator_from_config",
     "generator_trainable",
     "normalize_code",
     "penultimate_features",
@@ -57,13 +58,21 @@ GENERATORS = {"dcgan": Generator, "gaussian_noise": GaussianNoise}
 
 
 def build_generator(
-    latent_dim: int, channels: int, image_size: int, width: int = 64, name: str = "dcgan", seed: int = 0
+    latent_dim: int, channels: int, image_size: int, width: int = 64, name: str = "dcgan", seed: int = 0,
+    mean: float = 0.0, std: float = 1.0,
 ) -> Generator | GaussianNoise:
     """``model/generator=<name>``: ``dcgan``, the DCGAN-style generator of DAFL / DPDFD §3 / DPSD
-    Alg. 1 sized to the dataset, or ``gaussian_noise``, fresh N(0, 1) images (the ladder's R2)."""
+    Alg. 1 sized to the dataset, or ``gaussian_noise``, fresh N(mean, std²) images (the ladder's R2)."""
     if name == "gaussian_noise":
-        return GaussianNoise(channels, image_size, seed)
+        return GaussianNoise(channels, image_size, seed, mean, std)
     return generator_class(name)(latent_dim, channels, image_size, width)
+
+
+def generator_from_config(generator_cfg, channels: int, image_size: int, seed: int) -> Generator | GaussianNoise:
+    """The ``model.generator`` node's generator (its noise moments only where it has them)."""
+    moments = {key: float(generator_cfg[key]) for key in ("mean", "std") if key in generator_cfg}
+    return build_generator(int(generator_cfg.latent_dim), channels, image_size, int(generator_cfg.width),
+                           name=generator_cfg.name, seed=seed, **moments)
 
 
 def generator_class(name: str) -> type[nn.Module]:

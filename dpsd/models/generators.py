@@ -61,22 +61,25 @@ class Generator(nn.Module):
 
 
 class GaussianNoise(nn.Module):
-    """No generator at all: ``forward(z)`` returns ``len(z)`` fresh N(0, 1) images (C, S, S), ignoring
-    the latent values. It has no parameters (``trainable = False``): a method's generator update is
+    """No generator at all: ``forward(z)`` returns ``len(z)`` fresh N(mean, std²) images (C, S, S),
+    ignoring the latent values (N(0, 1) by default, DAFL's "pure noise"). It has no parameters (``trainable = False``): a method's generator update is
     skipped, not run on nothing. Its randomness is its own generator, seeded by ``seed``, so a run
     is reproducible and the method's other draws are unchanged in number."""
 
     trainable = False
 
-    def __init__(self, channels: int, image_size: int, seed: int = 0) -> None:
+    def __init__(self, channels: int, image_size: int, seed: int = 0, mean: float = 0.0, std: float = 1.0) -> None:
         super().__init__()
-        if min(channels, image_size) < 1:
-            raise ConfigError(f"gaussian_noise sizes must be positive, got channels={channels}, image_size={image_size}")
+        if min(channels, image_size) < 1 or std <= 0:
+            raise ConfigError(f"gaussian_noise needs positive sizes and std, got channels={channels}, "
+                              f"image_size={image_size}, std={std}")
         self.channels, self.image_size, self.seed = channels, image_size, seed
+        self.mean, self.std = float(mean), float(std)
         self._rng: torch.Generator | None = None
 
     def forward(self, z: Tensor) -> Tensor:
         if self._rng is None or self._rng.device != z.device:
             self._rng = torch.Generator(device=z.device).manual_seed(self.seed)
         shape = (z.shape[0], self.channels, self.image_size, self.image_size)
-        return torch.randn(shape, generator=self._rng, device=z.device, dtype=z.dtype)
+        noise = torch.randn(shape, generator=self._rng, device=z.device, dtype=z.dtype)
+        return noise * self.std + self.mean
