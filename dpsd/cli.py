@@ -10,7 +10,7 @@
     dpsd audit model <run id | artifact folder> [key=value ...] [--samples N] [--synthetic M]
                                      membership inference against a run's student, generator and
                                      teacher (AUC, TPR at FPR 1% and 0.1%), as JSON
-    dpsd sweep <spec> [scale=smoke|paper] [overrides] [--address ADDR] [--dry-run]
+    dpsd sweep <spec> [scale=smoke|paper] [overrides] [--address ADDR] [--dry-run] [--claim-timeout S]
                                      run a sweep spec's cells not yet done (Ray Tune, MLflow)
     dpsd report [--scale smoke|paper] [--only SPEC ...] [--out reports] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
@@ -192,7 +192,7 @@ def cmd_audit(args: list[str]) -> None:
 
 
 def cmd_sweep(args: list[str]) -> int:
-    from dpsd.sweep.runner import run_sweep
+    from dpsd.sweep.runner import CLAIM_TIMEOUT, run_sweep
     from dpsd.sweep.spec import split_scale
     from dpsd.sweep.summary import format_summary
 
@@ -203,10 +203,13 @@ def cmd_sweep(args: list[str]) -> int:
     parser.add_argument("--dry-run", action="store_true", help="list the cells to run and those done; run nothing")
     parser.add_argument("--cpus-per-trial", type=float, help="default: every CPU of the largest node")
     parser.add_argument("--gpus-per-trial", type=float, help="default: 0.5 where there are GPUs, else 0")
+    parser.add_argument("--claim-timeout", type=float, default=CLAIM_TIMEOUT, metavar="SECONDS",
+                        help="take over another driver's claim on a cell after this long without its heartbeat "
+                             f"(default {CLAIM_TIMEOUT:g})")
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(parsed.overrides)
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
-                        parsed.cpus_per_trial, parsed.gpus_per_trial)
+                        parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout)
     print(format_summary(summary, parsed.dry_run))
     return 1 if summary["failed"] else 0
 

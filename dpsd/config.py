@@ -65,6 +65,7 @@ class TrackingConfig:
     artifact_location: Optional[str] = None
     enabled: bool = True
     parent_run_id: Optional[str] = None  # set by `dpsd sweep`: the sweep's parent MLflow run
+    run_id: Optional[str] = None  # set by `dpsd sweep`: the cell's claim run, which the result is logged into
     tags: dict[str, str] = field(default_factory=dict)  # extra run tags (sweep, cell, config_hash, ...)
     check_timeout: float = 3.0  # seconds a tracking server has to answer before anything trains
     http_retries: int = 2  # MLflow's retries of a failed request (its own default, 7, waits ~4 min)

@@ -157,24 +157,25 @@ def record_run(
     ``models`` are the *releasable* models only (student, generator): the teacher and any private
     data stay in the teacher cache, outside the tracked artifacts. A tracking server that does not
     answer when the run is logged gets the run written to :func:`fallback_config`'s store instead,
-    tagged with the URI it was meant for (``dpsd sync`` copies it there).
+    tagged with the URI it was meant for (``dpsd sync`` copies it there). ``tracking.run_id`` (a
+    sweep cell's claim) is logged into rather than a new run.
     """
     uri = tracking_uri(cfg)
     try:
-        return Recorded(_record_with_retries(cfg, cfg, metrics, privacy, models, samples, tags), uri)
+        return Recorded(_record_with_retries(cfg, cfg, metrics, privacy, models, samples, tags, cfg.tracking.get("run_id")), uri)
     except Exception:
         problem = server_problem(uri, float(cfg.tracking.check_timeout)) if is_server(uri) else None
         if problem is None:
             raise
     store = fallback_config(cfg)
-    run_id = _record_with_retries(cfg, store, metrics, privacy, models, samples, {**(tags or {}), INTENDED_URI: uri})
+    run_id = _record_with_retries(cfg, store, metrics, privacy, models, samples, {**(tags or {}), INTENDED_URI: uri}, None)
     return Recorded(run_id, tracking_uri(store), f"tracking server {uri}: {problem}")
 
 
-def _record_with_retries(cfg, store, metrics, privacy, models, samples, tags) -> str:
+def _record_with_retries(cfg, store, metrics, privacy, models, samples, tags, into) -> str:
     for attempt in range(_RETRIES):
         try:
-            return _record_run_once(cfg, store, metrics, privacy, models, samples, tags)
+            return _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into)
         except Exception as err:  # SQLite under concurrent trials: "database is locked"
             if attempt + 1 == _RETRIES or "locked" not in str(err).lower():
                 raise
@@ -185,12 +186,12 @@ def _record_with_retries(cfg, store, metrics, privacy, models, samples, tags) ->
 _RETRIES = 6
 
 
-def _record_run_once(cfg, store, metrics, privacy, models, samples, tags) -> str:
+def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) -> str:
     """One attempt of :func:`record_run`: the run ``cfg`` describes, logged in the store ``store``
-    names. ``tracking.tags`` are added to ``tags`` and ``tracking.parent_run_id`` makes the run a
-    child (``dpsd sweep`` sets both); the run is FINISHED only once everything is logged, so an
-    interrupted one never counts as done."""
-    from mlflow.entities import Metric, Param
+    names, into the RUNNING run ``into`` or a new one. ``tracking.tags`` are added to ``tags`` and
+    ``tracking.parent_run_id`` makes the run a child (``dpsd sweep`` sets both); the run is FINISHED
+    only once everything is logged, so an interrupted one never counts as done."""
+    from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
     experiment_id = ensure_experiment(store)
@@ -199,7 +200,11 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags) -> str
     parent = cfg.tracking.get("parent_run_id")
     if parent:
         tags["mlflow.parentRunId"] = parent  # a plain tag: a fallback store does not hold the parent
-    run_id = client.create_run(experiment_id, tags=tags).info.run_id
+    if into:
+        run_id = into
+        client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+    else:
+        run_id = client.create_run(experiment_id, tags=tags).info.run_id
     now = int(time.time() * 1000)
     params = [Param(k, str(v)) for k, v in flatten(OmegaConf.to_container(cfg, resolve=True))]
     values = [Metric(k, v, now, 0) for k, v in finite_metrics(metrics).items()]

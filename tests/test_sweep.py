@@ -1,6 +1,7 @@
-"""Sweeps: spec expansion and config hashes, dry runs, and (slow: Ray and MLflow servers start up)
-a sweep killed part-way and resumed, a two-spec sweep against an `mlflow server` on loopback and
-one against a two-node Ray cluster."""
+"""Sweeps: spec expansion and config hashes, dry runs, atomic cell claims, where a local Ray listens,
+and (slow: Ray and MLflow servers start up) a sweep killed part-way and resumed, a two-spec sweep
+against an `mlflow server` on loopback, one against a two-node Ray cluster, a failing cell, two
+drivers at once and a tracking server that dies mid-sweep."""
 
 from __future__ import annotations
 
@@ -216,30 +217,42 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def start_mlflow_server(folder: Path, port: int) -> tuple[subprocess.Popen, str]:
+    """``mlflow server`` on 127.0.0.1:``port`` with its store in ``folder``, once it answers."""
+    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+               "--backend-store-uri", f"sqlite:///{folder / 'server.db'}",
+               "--artifacts-destination", str(folder / "server-artifacts"), "--workers", "1"]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 300
+    while True:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=5) as response:
+                if response.status == 200:
+                    return server, uri
+        except OSError:
+            pass
+        if server.poll() is not None or time.time() > deadline:
+            os.killpg(server.pid, signal.SIGKILL)
+            raise AssertionError("mlflow server did not come up")
+        time.sleep(1)
+
+
+def stop(process: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+    process.wait(timeout=60)
+
+
 @pytest.fixture
 def mlflow_server(tmp_path):
     port = _free_port()
-    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-               "--artifacts-destination", str(tmp_path / "server-artifacts"), "--workers", "1"]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
+    server, uri = start_mlflow_server(tmp_path, port)
     try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            assert server.poll() is None and time.time() < deadline, "mlflow server did not come up"
-            time.sleep(1)
         listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
         yield uri, listening
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
+        stop(server)
 
 
 @pytest.mark.slow
@@ -295,3 +308,202 @@ def test_sweep_on_a_two_node_ray_cluster(tmp_path):
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("dpsd").experiment_id
     assert list(recorded_hashes(client, experiment, DATA_ABSENT)) == [summary["cells"][2]["config_hash"]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Faults (issue 16): atomic claims, failed cells, two drivers, a tracking server that dies, loopback
+
+
+def test_claims_are_atomic_and_a_dead_drivers_claim_is_taken_over(tmp_path):
+    """Without Ray: of several claimants at once exactly one holds the cell; a claim whose heartbeat
+    stops is taken over after the timeout; a failure becomes the cell's FAILED record."""
+    import threading
+
+    from dpsd.sweep.store import (ABANDONED, claim_cell, failed_cells, live_claims, record_failure,
+                                  release_claim)
+
+    uri = sqlite_uri(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    experiment = MlflowClient(uri).create_experiment("dpsd", artifact_location=(tmp_path / "art").as_uri())
+    tags = {"sweep": "s", "cell": "c", "config_hash": "h0"}
+    for attempt in range(3):
+        digest = f"race{attempt}"
+        won, barrier = [], threading.Barrier(4)
+
+        def claimant(owner: str) -> None:
+            barrier.wait()
+            won.append(claim_cell(MlflowClient(uri), experiment, digest, {**tags, "config_hash": digest}, owner, 60))
+
+        threads = [threading.Thread(target=claimant, args=(f"driver{i}",)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        holders = [run_id for run_id in won if run_id]
+        assert len(holders) == 1, won
+        assert [r.info.run_id for r in live_claims(MlflowClient(uri), experiment, digest, 60)] == holders
+
+    client = MlflowClient(uri)
+    dead = claim_cell(client, experiment, "h0", tags, "dead driver", timeout=60)
+    assert claim_cell(client, experiment, "h0", tags, "other", timeout=60) is None  # live: left alone
+    time.sleep(1.5)
+    mine = claim_cell(client, experiment, "h0", tags, "other", timeout=1.0)  # its heartbeat is 1.5 s old
+    assert mine and mine != dead
+    assert client.get_run(dead).info.status == "KILLED" and client.get_run(dead).data.tags["cell_status"] == ABANDONED
+    record_failure(client, mine, "OSError: [Errno 28] No space left on device")
+    assert failed_cells(client, experiment) == {"h0": "OSError: [Errno 28] No space left on device"}
+    again = claim_cell(client, experiment, "h0", tags, "next", timeout=60)  # a failed cell can be claimed again
+    release_claim(client, again)
+    assert live_claims(client, experiment, "h0", 60) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_failing_cell_is_recorded_failed_listed_by_the_dry_run_and_retried(tmp_path, capsys):
+    from dpsd.cli import main
+
+    results = tmp_path / "results"
+    path = write_spec(tmp_path, "failing", cells=[["privacy.epsilon=1"], ["privacy.epsilon=2", "method.student_lr=inf"]])
+    overrides = [f"results_dir={results}"]
+    good, bad = (c.config_hash for c in expand_cells(path, "smoke", overrides))
+    reason = "step 0: generator_loss = nan; the run stopped instead of training on"
+    first = run_sweep(path, "smoke", overrides)
+    assert first["ran"] == ["privacy.epsilon=1 seed=0"]
+    assert first["failure_reasons"] == {"privacy.epsilon=2 method.student_lr=inf seed=0": reason}
+    client = MlflowClient(sqlite_uri(results))
+    experiment = client.get_experiment_by_name("dpsd").experiment_id
+    (failed,) = client.search_runs([experiment], f"tags.config_hash = '{bad}'")
+    assert failed.info.status == "FAILED" and failed.data.tags["failure_reason"] == reason
+    assert failed.data.tags["mlflow.parentRunId"] == first["parent_run_id"]
+
+    capsys.readouterr()
+    assert main(["reproduce", "--dry-run", "--specs", str(tmp_path), "--only", "failing", *overrides]) == 1
+    printed = capsys.readouterr().out
+    assert ("done (a FINISHED run exists): 1\n  privacy.epsilon=1 seed=0\nfailed (retried by the next run): 1\n"
+            f"  privacy.epsilon=2 method.student_lr=inf seed=0: {reason}\n") in printed
+
+    second = run_sweep(path, "smoke", overrides)  # retried (and fails again); the done cell is not rerun
+    assert second["done"] == ["privacy.epsilon=1 seed=0"] and second["failed"] == ["privacy.epsilon=2 method.student_lr=inf seed=0"]
+    assert len(client.search_runs([experiment], f"tags.config_hash = '{bad}' and attributes.status = 'FAILED'")) == 2
+    assert _cell_runs(sqlite_uri(results)) == Counter({good: 1})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_two_drivers_on_one_spec_run_no_cell_twice_and_take_over_a_dead_drivers_claim(tmp_path):
+    """Two real `dpsd sweep` processes on the same spec and store at once, and a claim left by a
+    driver that died (its heartbeat never moves): every cell is done exactly once."""
+    results = tmp_path / "results"
+    path = write_spec(tmp_path, "twodrivers", grid={"privacy.epsilon": [1, 2, 5, 10]})
+    overrides = [f"results_dir={results}"]
+    cells = expand_cells(path, "smoke", overrides)
+    uri = sqlite_uri(results)
+    results.mkdir()
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("dpsd", artifact_location=(results / "mlartifacts").as_uri())
+    from dpsd.sweep.store import ABANDONED, claim_cell
+
+    dead = claim_cell(client, experiment, cells[1].config_hash, {"sweep": "twodrivers", "cell": cells[1].label,
+                                                                  "config_hash": cells[1].config_hash}, "dead driver", 60)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "dpsd.cli", "sweep", str(path), *overrides, "--claim-timeout", "30"]
+    started = time.monotonic()
+    drivers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                                start_new_session=True) for _ in range(2)]
+    try:
+        outputs = [driver.communicate(timeout=1200)[0] for driver in drivers]
+    finally:
+        for driver in drivers:
+            stop(driver, signal.SIGKILL)
+    print(f"two drivers: {time.monotonic() - started:.0f} s")
+    assert [driver.returncode for driver in drivers] == [0, 0], outputs
+    assert _cell_runs(uri) == Counter({c.config_hash: 1 for c in cells})  # none twice, none lost
+    owners = Counter(run.data.tags["claim_owner"] for run in finished_runs(uri))
+    print("cells done per driver:", dict(owners))
+    assert client.get_run(dead).info.status == "KILLED" and client.get_run(dead).data.tags["cell_status"] == ABANDONED
+    ran = [line.strip() for output in outputs for line in output.split("ran: ", 1)[-1].splitlines()[1:]
+           if line.startswith("  ")]
+    assert sorted(ran) == sorted(c.label for c in cells), outputs  # each cell reported ran by one driver
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_sweep_whose_tracking_server_dies_marks_nothing_unrecorded_done_and_resumes(tmp_path):
+    import threading
+
+    port = _free_port()
+    server, uri = start_mlflow_server(tmp_path, port)
+    path = write_spec(tmp_path, "serverdies", grid={"privacy.epsilon": [1, 2, 5]})
+    overrides = [f"results_dir={tmp_path / 'results'}", f"tracking.uri={uri}", "tracking.http_retries=0"]
+    hashes = {c.config_hash for c in expand_cells(path, "smoke", overrides)}
+    killed = threading.Event()
+
+    def kill_after_the_first_cell() -> None:
+        while not killed.is_set():
+            try:
+                if finished_runs(uri):
+                    stop(server, signal.SIGKILL)  # dies without a word
+                    killed.set()
+            except Exception:
+                pass
+            time.sleep(0.5)
+
+    watcher = threading.Thread(target=kill_after_the_first_cell, daemon=True)
+    watcher.start()
+    started = time.monotonic()
+    try:
+        first = run_sweep(path, "smoke", overrides, claim_timeout=20)
+    finally:
+        killed.set()
+        stop(server, signal.SIGKILL)
+    print(f"sweep with the server dying: {time.monotonic() - started:.0f} s; {first['failure_reasons']}")
+    assert len(first["ran"]) >= 1 and first["failed"] and len(first["ran"]) + len(first["failed"]) == 3
+    assert all(reason for reason in first["failure_reasons"].values())
+
+    server, uri = start_mlflow_server(tmp_path, port)  # back, same store
+    try:
+        recorded = {run.data.tags["config_hash"] for run in finished_runs(uri)}
+        ran = {c["config_hash"] for c in first["cells"] if c["status"] == "ran"}
+        assert ran <= recorded  # nothing reported ran that the server does not hold
+        started = time.monotonic()
+        second = run_sweep(path, "smoke", overrides, claim_timeout=20)
+        print(f"resumed sweep: {time.monotonic() - started:.0f} s")
+        assert second["failed"] == [] and set(second["done"]) == set(first["ran"])
+        assert _cell_runs(uri) == Counter({h: 1 for h in hashes})
+    finally:
+        stop(server)
+
+
+@pytest.mark.timeout(600)
+def test_a_local_sweeps_ray_listens_on_loopback_only():
+    """Ray's GCS, raylet, object manager and workers of a local sweep (init_ray without an address),
+    as `ss -ltnp` shows them: every listening socket of the process tree is on 127.0.0.1."""
+    import re
+    import shutil
+
+    import ray
+
+    from dpsd.sweep.runner import init_ray
+
+    if shutil.which("ss") is None:
+        pytest.skip("no ss here")
+
+    def tree(pid: int) -> set[int]:
+        children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout.split()
+        return {pid}.union(*(tree(int(child)) for child in children))
+
+    assert init_ray(None, num_cpus=1)
+    try:
+        ray.get(ray.remote(lambda: os.getpid()).remote())  # a worker too
+        pids = tree(os.getpid())
+        listening = {}
+        for line in subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout.splitlines():
+            names = {name for name, pid in re.findall(r'\("([^"]+)",pid=(\d+)', line) if int(pid) in pids}
+            if names:
+                listening[line.split()[3]] = sorted(names)
+    finally:
+        ray.shutdown()
+    print("listening:", listening)
+    assert {"gcs_server", "raylet"} <= {name for names in listening.values() for name in names}, listening
+    loopback = re.compile(r"^(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]|\[::1\]):\d+$")
+    assert all(loopback.match(address) for address in listening), listening

@@ -10,7 +10,15 @@
 3. runs the remaining cells as trials of one Tune experiment (``tune.with_resources``: a CPU share,
    and a fractional GPU where the cluster has GPUs), each trial one ``run_experiment`` recorded as a
    child of the sweep's parent run. A killed driver's experiment is resumed with ``Tuner.restore``;
-   each trial checks MLflow again before it trains, so nothing finished is run twice.
+   each trial checks MLflow again and claims its cell (:func:`~dpsd.sweep.store.claim_cell`) before
+   it trains, so nothing finished is run twice, even by two drivers at once. A cell another driver
+   holds is waited for and taken over if that driver's claim goes stale; a cell that raises is
+   recorded FAILED with a one-line reason, listed as failed and retried by the next sweep.
+
+A local Ray (no ``--address``) listens on loopback only: ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
+makes Ray 2.x take 127.0.0.1 as the node address, and then its GCS, raylet, object manager and
+workers bind it (``ray.init(_node_ip_address="127.0.0.1")`` alone does not: Ray replaces a loopback
+node address by the machine's routable one). Set the variable to 1 to let other nodes reach it.
 """
 
 from __future__ import annotations
@@ -18,7 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -26,11 +36,15 @@ from typing import Any, Iterable, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from dpsd.config import compose, resolve_device, resolve_paths, validate
-from dpsd.errors import ConfigError
+from dpsd.errors import ConfigError, Fault
 from dpsd.sweep.spec import Cell, Spec, expand_configs, load_spec
-from dpsd.sweep.store import (DATA_ABSENT, DONE, cell_tags, client_for, is_done, parent_run, record_data_absent,
-                              recorded_hashes)
+from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags, claim_cell, client_for,
+                              failed_cells, heartbeat, is_done, live_claims, parent_run, record_data_absent,
+                              record_failure, recorded_hashes, release_claim)
 from dpsd.sweep.summary import summarize
+
+CLAIM_TIMEOUT = 120.0  # seconds without a heartbeat after which a claim is taken over
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address is 127.0.0.1
 
 
 @dataclass
@@ -90,8 +104,20 @@ def prepare_teacher(overrides: Sequence[str], threads: float | None = None) -> d
     return record
 
 
+def one_line(err: BaseException) -> str:
+    """An exception as one line: a ConfigError or Fault's own words, else its type and first line
+    (``OutOfMemoryError: CUDA out of memory...``, ``OSError: [Errno 28] No space left on device``)."""
+    text = str(err).strip()
+    first = text.splitlines()[0] if text else ""
+    if isinstance(err, (ConfigError, Fault)):
+        return first
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
 def run_cell(config: dict, cells: dict[str, dict]) -> None:
-    """A Tune trial: one cell, unless MLflow already has it FINISHED (then it reports ``skipped``)."""
+    """A Tune trial: one cell, unless MLflow already has it FINISHED (``skipped``) or another driver
+    holds a live claim on it (``claimed_elsewhere``). Reports ``outcome`` (``ran``, ``fallback``,
+    ``failed``) and, for the last two, a one-line ``reason``; it never raises."""
     from ray import tune
 
     from dpsd.experiment import run_experiment
@@ -101,30 +127,71 @@ def run_cell(config: dict, cells: dict[str, dict]) -> None:
     if cell is None:  # a restored experiment's cell that is no longer pending (done, or not in the spec)
         tune.report({"outcome": "not_pending"})
         return
-    cfg = _cell_config(cell["overrides"], cell["threads"])
-    cfg.tracking.parent_run_id = cell["parent_run_id"]
-    cfg.tracking.tags = cell["tags"]
-    if is_done(cfg, digest):
-        tune.report({"outcome": "skipped"})
+    claim = None
+    try:
+        cfg = _cell_config(cell["overrides"], cell["threads"])
+        cfg.tracking.parent_run_id = cell["parent_run_id"]
+        cfg.tracking.tags = cell["tags"]
+        client, experiment_id = client_for(cfg)
+        if is_done(client, experiment_id, digest):
+            tune.report({"outcome": "skipped"})
+            return
+        tags = {**cell["tags"], "mlflow.parentRunId": cell["parent_run_id"]}
+        claim = claim_cell(client, experiment_id, digest, tags, cell["owner"], cell["claim_timeout"])
+        if claim is None:
+            tune.report({"outcome": "claimed_elsewhere"})
+            return
+        if is_done(client, experiment_id, digest):  # finished by another driver between the check and the claim
+            release_claim(client, claim)
+            tune.report({"outcome": "skipped"})
+            return
+        cfg.tracking.run_id = claim
+        with heartbeat(client, claim, cell["claim_timeout"] / 4):
+            summary = run_experiment(cfg, show_progress=False)
+    except Exception as err:  # out of memory, disk full, NaN loss, tracking server gone: the cell failed
+        reason = one_line(err)
+        if claim is not None:
+            try:
+                record_failure(client, claim, reason)
+            except Exception as unrecorded:
+                reason += f" (failure not recorded: {one_line(unrecorded)})"
+        tune.report({"outcome": "failed", "reason": reason})
         return
-    summary = run_experiment(cfg, show_progress=False)
+    if summary.get("tracking_fallback"):
+        tune.report({"outcome": "fallback", "run_id": summary["run_id"],
+                     "reason": f"{summary['tracking_fallback']}; the run is in {summary['tracking_uri']} "
+                               "(push it with dpsd sync)"})
+        return
     tune.report({"outcome": "ran", "run_id": summary["run_id"],
                  "student_test_accuracy": summary["metrics"]["student_test_accuracy"]})
 
 
 def init_ray(address: str | None, num_cpus: int | None = None) -> bool:
-    """Join the cluster at ``address``, or start a local one (dashboard off; no usage reporting).
-    Returns whether this call started Ray (and so should shut it down)."""
+    """Join the cluster at ``address``, or start a local one of its own (never another driver's)
+    that listens on loopback only, unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` is set (dashboard
+    off; no usage reporting). Returns whether this call started Ray (and so should shut it down)."""
     import ray
+    from ray._private import ray_constants
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if ray.is_initialized():
         return False
     if address:
         ray.init(address=address, log_to_driver=False, configure_logging=False)
-    else:
-        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                 configure_logging=False, object_store_memory=256 * 1024**2)
+        return True
+    chosen = os.environ.get(LOOPBACK_ONLY)
+    os.environ[LOOPBACK_ONLY] = "0" if chosen is None else chosen  # inherited by every Ray process
+    # Ray reads the variable when it is first imported: a process that imported it earlier (a test
+    # session) is told here. Once started, the node keeps its address.
+    imported = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(LOOPBACK_ONLY, True)
+    try:
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                 log_to_driver=False, configure_logging=False, object_store_memory=256 * 1024**2)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = imported
+        if chosen is None:
+            del os.environ[LOOPBACK_ONLY]
     return True
 
 
@@ -174,7 +241,8 @@ def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: 
     grid = tuner.fit()
     pointer.unlink(missing_ok=True)
     errors = [str(r.error).strip().splitlines()[-1] for r in grid if r.error is not None]
-    return {"restored": restored, "errors": errors}
+    outcomes = {r.config["config_hash"]: (r.metrics or {}) for r in grid if r.config}
+    return {"restored": restored, "errors": errors, "outcomes": outcomes}
 
 
 def _teacher_group(cfg: DictConfig) -> str:
@@ -204,12 +272,18 @@ def _data_absent_locally(cells: list[Cell], configs: list[DictConfig]) -> dict[s
 
 def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = (),
               address: str | None = None, dry_run: bool = False,
-              cpus_per_trial: float | None = None, gpus_per_trial: float | None = None) -> dict[str, Any]:
+              cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
+              claim_timeout: float = CLAIM_TIMEOUT) -> dict[str, Any]:
     """Run every cell of a spec that has no FINISHED run yet; returns what was done, ran, skipped,
-    had absent data or failed (lists of cell labels) and ``cells`` (label, config_hash, status).
+    had absent data or failed (lists of cell labels, ``failure_reasons`` by label) and ``cells``
+    (label, config_hash, status).
 
-    ``dry_run`` starts nothing and trains nothing: it lists the cells done and to run (and those
-    whose data cannot be found here)."""
+    ``dry_run`` starts nothing and trains nothing: it lists the cells done, failed (their last
+    attempt, retried by the next run) and to run (and those whose data cannot be found here).
+    ``claim_timeout``: seconds without a heartbeat after which another driver's claim on a cell
+    is taken over."""
+    from dpsd.tracking import check_tracking
+
     spec = load_spec(spec_path)
     expanded = expand_configs(spec, scale, overrides)
     cells = [cell for cell, _ in expanded]
@@ -219,11 +293,15 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
         raise ConfigError("dpsd sweep records every cell in MLflow; tracking=none is not accepted")
     for cfg in configs:
         validate(cfg)
+    check_tracking(sweep_cfg)
     client, experiment_id = client_for(sweep_cfg)
     done = recorded_hashes(client, experiment_id)
+    failed_before = failed_cells(client, experiment_id)
     summary: dict[str, Any] = {"spec": spec.name, "scale": scale, "tracking_uri": client.tracking_uri,
                                "parent_run_id": None, "restored": False, "errors": []}
     status = {c.config_hash: "done" if c.config_hash in done else "to_run" for c in cells}
+    reasons = {c.label: failed_before[c.config_hash] for c in cells
+               if status[c.config_hash] == "to_run" and c.config_hash in failed_before}
     pending = [(c, cfg) for c, cfg in zip(cells, configs) if status[c.config_hash] == "to_run"]
 
     # Locally the driver sees the workers' files, so absent data is found before Ray starts; on a
@@ -231,7 +309,8 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
     absent = {} if address and not dry_run else _data_absent_locally([c for c, _ in pending], [cfg for _, cfg in pending])
     status.update({h: "data_absent" for h in absent})
     if dry_run:
-        return summarize(summary, cells, status)
+        status.update({c.config_hash: "failed" for c, _ in pending if c.label in reasons and c.config_hash not in absent})
+        return summarize(summary, cells, status, reasons)
     recorded = recorded_hashes(client, experiment_id, DATA_ABSENT) if absent else set()
     unrecorded = [(c, cfg) for c, cfg in pending if c.config_hash in absent and c.config_hash not in recorded]
     pending = [(c, cfg) for c, cfg in pending if c.config_hash not in absent]
@@ -242,25 +321,38 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
         summary["parent_run_id"] = parent
         if not pending:
             client.set_terminated(parent, "FINISHED")
+    reasons = {}  # from here on: this run's failures
+    outcomes: dict[str, dict] = {}
     if pending:
         started = init_ray(address)
         try:
             summary.update(_run_pending(spec, scale, pending, client, experiment_id, sweep_cfg, status,
-                                        cpus_per_trial, gpus_per_trial))
+                                        cpus_per_trial, gpus_per_trial, claim_timeout))
+            outcomes = summary.pop("outcomes")
         finally:
             if started:
                 import ray
 
                 ray.shutdown()
-    finished = recorded_hashes(client, experiment_id)
+    try:
+        finished = recorded_hashes(client, experiment_id)
+    except Exception as err:  # the tracking server went away: only what the trials saw recorded counts
+        summary["errors"].append(f"tracking server {client.tracking_uri} did not answer at the end ({one_line(err)}); "
+                                 "re-run the sweep once it is back")
+        finished = {h for h, outcome in outcomes.items() if outcome.get("outcome") in ("ran", "skipped")}
     for c in cells:
         if status[c.config_hash] == "to_run":
             status[c.config_hash] = "ran" if c.config_hash in finished else "failed"
-    return summarize(summary, cells, status)
+            if status[c.config_hash] == "failed":
+                outcome = outcomes.get(c.config_hash, {})
+                reasons[c.label] = outcome.get("reason") or f"no outcome ({outcome.get('outcome', 'trial did not report')})"
+    return summarize(summary, cells, status, reasons)
 
 
-def _run_pending(spec, scale, pending, client, experiment_id, sweep_cfg, status, cpus_per_trial, gpus_per_trial):
-    """Teachers first (one Ray task per distinct teacher, which also finds absent data), then trials."""
+def _run_pending(spec, scale, pending, client, experiment_id, sweep_cfg, status, cpus_per_trial, gpus_per_trial,
+                 claim_timeout):
+    """Teachers first (one Ray task per distinct teacher, which also finds absent data), then trials:
+    rounds of Tune until no cell is left that another driver held (:func:`wait_for_claims`)."""
     import ray
 
     parent = parent_run(client, experiment_id, spec, scale)
@@ -272,24 +364,63 @@ def _run_pending(spec, scale, pending, client, experiment_id, sweep_cfg, status,
     futures = {key: task.remote(list(members[0][0].overrides) + _path_overrides(members[0][1]), resources.cpus)
                for key, members in groups.items()}
     to_run = []
+    outcome = {"restored": False, "errors": [], "outcomes": {}}
     for key, members in groups.items():
-        record = ray.get(futures[key])
+        try:
+            record = ray.get(futures[key])
+        except Exception as err:  # the teacher could not be trained: every cell that needs it failed
+            record = {"failed": one_line(getattr(err, "cause", None) or err)}
         for cell, cfg in members:
-            if "absent" in record:
+            if "failed" in record:
+                tags = {**cell_tags(cell, DONE), "mlflow.parentRunId": parent}
+                record_failure(client, client.create_run(experiment_id, run_name=cell.label, tags=tags).info.run_id,
+                               f"teacher: {record['failed']}")
+                outcome["outcomes"][cell.config_hash] = {"outcome": "failed", "reason": f"teacher: {record['failed']}"}
+            elif "absent" in record:
                 if cell.config_hash not in recorded_hashes(client, experiment_id, DATA_ABSENT):
                     record_data_absent(client, experiment_id, parent, cell, cfg, record["absent"])
                 status[cell.config_hash] = "data_absent"
             else:
                 to_run.append((cell, cfg))
-    outcome = {"restored": False, "errors": []}
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    remaining = [cell for cell, _ in to_run]
     if to_run:
         trials = {cell.config_hash: {"overrides": list(cell.overrides) + _path_overrides(cfg),
                                      "threads": resources.cpus, "parent_run_id": parent,
-                                     "tags": cell_tags(cell, DONE)} for cell, cfg in to_run}
+                                     "tags": cell_tags(cell, DONE), "owner": owner,
+                                     "claim_timeout": claim_timeout} for cell, cfg in to_run}
         storage = Path(sweep_cfg.results_dir) / "ray"
-        outcome = run_tune(storage, spec, scale, [c for c, _ in to_run], trials, resources)
-    client.set_terminated(parent, "FINISHED")
+        restored = None
+        while remaining:
+            round_ = run_tune(storage, spec, scale, remaining, trials, resources)
+            restored = round_["restored"] if restored is None else restored
+            outcome["errors"] += round_["errors"]
+            outcome["outcomes"].update(round_["outcomes"])
+            elsewhere = [c for c in remaining
+                         if round_["outcomes"].get(c.config_hash, {}).get("outcome") == "claimed_elsewhere"]
+            remaining = wait_for_claims(client, experiment_id, elsewhere, claim_timeout)
+        outcome["restored"] = bool(restored)
+    try:
+        client.set_terminated(parent, "FINISHED")
+    except Exception as err:  # the tracking server went away; the parent is reopened by the next run
+        outcome["errors"].append(f"parent run {parent} not closed ({one_line(err)})")
     return {"parent_run_id": parent, **outcome, "resources": resources.__dict__}
+
+
+def wait_for_claims(client, experiment_id: str, cells: list[Cell], claim_timeout: float,
+                    poll: float = 2.0) -> list[Cell]:
+    """Wait while other drivers hold ``cells``: returns, once one of them is neither done nor live
+    claimed (its claim went stale, its driver gave it up or failed it), those not done, to run
+    again; [] once all are done."""
+    while cells:
+        cells = [c for c in cells if not is_done(client, experiment_id, c.config_hash)]
+        for cell in cells:
+            abandon_stale_claims(client, experiment_id, cell.config_hash, claim_timeout)
+        if any(not live_claims(client, experiment_id, c.config_hash, claim_timeout) for c in cells):
+            return cells
+        if cells:
+            time.sleep(poll)
+    return []
 
 
 def _path_overrides(cfg: DictConfig) -> list[str]:

@@ -1,14 +1,32 @@
-"""A sweep's state in MLflow: which cells are done or have absent data, and the sweep's parent run."""
+"""A sweep's state in MLflow: which cells are done, failed, claimed or have absent data, and the
+sweep's parent run.
+
+A cell is *claimed* before it trains, by a RUNNING run tagged with its ``config_hash``, the
+claiming driver (``claim_owner``) and a heartbeat (``claim_heartbeat``, seconds since the epoch)
+that the trial refreshes while it trains. :func:`claim_cell` makes claims atomic on any store
+that shows a run to every search after it is created: a driver creates its claim, then searches,
+and keeps it only if it is the only live claim (two drivers that see each other both back off). A
+claim whose heartbeat is older than the claim timeout belongs to a driver that died: the next
+driver marks it ``abandoned`` (KILLED) and claims the cell itself. The claim run is the run the
+cell's result is logged into (``done``, FINISHED) or its failure (``failed`` with a one-line
+``failure_reason``, FAILED), so a failed cell is listed as failed and retried by the next sweep.
+"""
 
 from __future__ import annotations
 
 import json
+import random
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
 
 from omegaconf import DictConfig, OmegaConf
 
 from dpsd.sweep.spec import Cell, Spec
 
-DONE, DATA_ABSENT = "done", "data_absent"
+DONE, DATA_ABSENT, CLAIMED, FAILED, ABANDONED = "done", "data_absent", "claimed", "failed", "abandoned"
+CLAIM_OWNER, HEARTBEAT, FAILURE_REASON = "claim_owner", "claim_heartbeat", "failure_reason"
 
 
 def client_for(cfg: DictConfig):
@@ -36,9 +54,8 @@ def recorded_hashes(client, experiment_id: str, status: str = DONE) -> dict[str,
     return {run.data.tags["config_hash"]: run.info.run_id for run in runs if "config_hash" in run.data.tags}
 
 
-def is_done(cfg: DictConfig, digest: str) -> bool:
+def is_done(client, experiment_id: str, digest: str) -> bool:
     """Whether the config hash ``digest`` has a FINISHED run (a trial's own check before training)."""
-    client, experiment_id = client_for(cfg)
     filter_string = (f"tags.config_hash = '{digest}' and tags.cell_status = '{DONE}' "
                      "and attributes.status = 'FINISHED'")
     return bool(client.search_runs([experiment_id], filter_string, max_results=1))
@@ -76,3 +93,94 @@ def record_data_absent(client, experiment_id: str, parent: str, cell: Cell, cfg:
         client.log_batch(run_id, params=params[start:start + 100])
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def failed_cells(client, experiment_id: str) -> dict[str, str]:
+    """``config_hash -> one-line reason`` of the cells whose last attempt failed (FAILED runs
+    tagged ``cell_status=failed``; the newest wins)."""
+    runs = _search(client, experiment_id, f"tags.cell_status = '{FAILED}' and attributes.status = 'FAILED'")
+    runs.sort(key=lambda run: run.info.start_time or 0)
+    return {run.data.tags["config_hash"]: run.data.tags.get(FAILURE_REASON, "") for run in runs
+            if "config_hash" in run.data.tags}
+
+
+def _claims(client, experiment_id: str, digest: str) -> list:
+    runs = client.search_runs([experiment_id], f"tags.config_hash = '{digest}' and attributes.status = 'RUNNING'")
+    return [run for run in runs if CLAIM_OWNER in run.data.tags]
+
+
+def _fresh(run, timeout: float, now: float) -> bool:
+    return now - float(run.data.tags.get(HEARTBEAT, 0)) < timeout
+
+
+def live_claims(client, experiment_id: str, digest: str, timeout: float) -> list:
+    """The RUNNING claims on ``digest`` whose heartbeat is younger than ``timeout`` seconds."""
+    now = time.time()
+    return [run for run in _claims(client, experiment_id, digest) if _fresh(run, timeout, now)]
+
+
+def abandon_stale_claims(client, experiment_id: str, digest: str, timeout: float) -> list[str]:
+    """Mark the claims on ``digest`` whose heartbeat is ``timeout`` seconds old (their driver died)
+    ``abandoned`` and KILLED; returns their run ids. Two drivers doing this at once do the same."""
+    now = time.time()
+    stale = [run.info.run_id for run in _claims(client, experiment_id, digest) if not _fresh(run, timeout, now)]
+    for run_id in stale:
+        client.set_tag(run_id, "cell_status", ABANDONED)
+        client.set_terminated(run_id, "KILLED")
+    return stale
+
+
+def claim_cell(client, experiment_id: str, digest: str, tags: dict[str, str], owner: str, timeout: float,
+               attempts: int = 3) -> str | None:
+    """Claim the cell ``digest``: its claim run's id, or None while another driver holds a live claim.
+
+    Create, then search: the claim stands only if no other live claim is seen. Of two drivers that
+    claim at once, at least the later one sees the earlier (a search sees every run created before
+    it), so at most one keeps its claim; if both see each other both withdraw and try again after a
+    random pause, up to ``attempts`` times."""
+    for attempt in range(attempts):
+        if live_claims(client, experiment_id, digest, timeout):
+            return None
+        abandon_stale_claims(client, experiment_id, digest, timeout)
+        claim_tags = {**tags, "cell_status": CLAIMED, CLAIM_OWNER: owner, HEARTBEAT: f"{time.time():.3f}"}
+        run_id = client.create_run(experiment_id, run_name=tags.get("cell"), tags=claim_tags).info.run_id
+        if [run.info.run_id for run in live_claims(client, experiment_id, digest, timeout)] == [run_id]:
+            return run_id
+        client.delete_run(run_id)
+        time.sleep(random.uniform(0.2, 2.0) * (attempt + 1))
+    return None
+
+
+def release_claim(client, run_id: str) -> None:
+    """Withdraw a claim that trained nothing (the cell was finished elsewhere meanwhile)."""
+    client.delete_run(run_id)
+
+
+def record_failure(client, run_id: str, reason: str) -> None:
+    """The claim ``run_id`` becomes the cell's failure record: ``cell_status=failed``, the one-line
+    ``failure_reason``, FAILED."""
+    client.set_tag(run_id, FAILURE_REASON, reason[:5000])
+    client.set_tag(run_id, "cell_status", FAILED)
+    client.set_terminated(run_id, "FAILED")
+
+
+@contextmanager
+def heartbeat(client, run_id: str, interval: float) -> Iterator[None]:
+    """Refresh the claim's heartbeat every ``interval`` seconds while the block runs (a store that
+    does not answer for a while only delays the next beat)."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            try:
+                client.set_tag(run_id, HEARTBEAT, f"{time.time():.3f}")
+            except Exception:  # the store is away: the claim ages, and is taken over if it stays away
+                pass
+
+    thread = threading.Thread(target=beat, name=f"claim heartbeat {run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
