@@ -149,7 +149,7 @@ def run_cell(config: dict, cells: dict[str, dict]) -> None:
         with heartbeat(client, claim, cell["claim_timeout"] / 4):
             summary = run_experiment(cfg, show_progress=False)
     except Exception as err:  # out of memory, disk full, NaN loss, tracking server gone: the cell failed
-        reason = one_line(err)
+        reason = _tracking_problem(cell) or one_line(err)
         if claim is not None:
             try:
                 record_failure(client, claim, reason)
@@ -164,6 +164,16 @@ def run_cell(config: dict, cells: dict[str, dict]) -> None:
         return
     tune.report({"outcome": "ran", "run_id": summary["run_id"],
                  "student_test_accuracy": summary["metrics"]["student_test_accuracy"]})
+
+
+def _tracking_problem(cell: dict) -> str | None:
+    """"tracking server <uri> does not answer (...)" when the cell's server is away, else None."""
+    from dpsd.tracking import is_server, server_problem, tracking_uri
+
+    cfg = compose(list(cell["overrides"]))
+    uri = tracking_uri(cfg)
+    problem = server_problem(uri, float(cfg.tracking.check_timeout)) if is_server(uri) else None
+    return f"tracking server {uri} does not answer ({problem})" if problem else None
 
 
 def init_ray(address: str | None, num_cpus: int | None = None) -> bool:
@@ -341,11 +351,14 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
                                  "re-run the sweep once it is back")
         finished = {h for h, outcome in outcomes.items() if outcome.get("outcome") in ("ran", "skipped")}
     for c in cells:
-        if status[c.config_hash] == "to_run":
-            status[c.config_hash] = "ran" if c.config_hash in finished else "failed"
-            if status[c.config_hash] == "failed":
-                outcome = outcomes.get(c.config_hash, {})
-                reasons[c.label] = outcome.get("reason") or f"no outcome ({outcome.get('outcome', 'trial did not report')})"
+        if status[c.config_hash] != "to_run":
+            continue
+        outcome = outcomes.get(c.config_hash, {})
+        if c.config_hash in finished:  # by this driver, or by another one meanwhile (then: done)
+            status[c.config_hash] = "ran" if outcome.get("outcome") == "ran" else "done"
+        else:
+            status[c.config_hash] = "failed"
+            reasons[c.label] = outcome.get("reason") or f"no outcome ({outcome.get('outcome', 'trial did not report')})"
     return summarize(summary, cells, status, reasons)
 
 
