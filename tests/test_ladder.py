@@ -17,7 +17,7 @@ from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
 from dpsd.methods.dpdfd import DPDFDAnnotator
 from dpsd.distill.annotators import PrivateAnnotator
-from dpsd.models import GaussianNoise, build_generator, generator_from_config
+from dpsd.models import GaussianNoise, build_generator, generator_from_config, init_generator_
 from dpsd.privacy.accounting import Ledger
 from dpsd.data import load_data
 from dpsd.teachers import load_or_train_teacher
@@ -83,6 +83,21 @@ def test_gaussian_noise_moments_come_from_the_generator_config():
     assert abs(images.mean().item() + 1) < 0.01 and abs(images.std().item() - 0.5) < 0.01
     with pytest.raises(ConfigError, match="std"):
         build_generator(100, 1, 28, name="gaussian_noise", std=0.0)
+
+
+def test_generator_output_bias_darkens_the_first_samples_and_defaults_to_the_papers_zero():
+    """``model.generator.output_bias`` (a labelled variant) sets the last conv's bias after Xavier."""
+    def first_samples(*overrides):
+        cfg = compose(list(overrides))
+        torch.manual_seed(0)
+        generator = init_generator_(generator_from_config(cfg.model.generator, 1, 28, seed=0), cfg.model.generator)
+        with torch.no_grad():
+            return generator.blocks[-2].bias, generator(torch.randn(256, 100))
+
+    bias, paper = first_samples()
+    assert torch.equal(bias, torch.zeros_like(bias)) and abs(paper.mean().item()) < 0.2
+    bias, dark = first_samples("model.generator.output_bias=-2")
+    assert torch.equal(bias, torch.full_like(bias, -2.0)) and dark.mean().item() < -0.7
 
 @pytest.mark.parametrize(("name", "privacy"), SEEDS, ids=IDS)
 def test_gaussian_noise_runs_every_seed_method_without_a_generator_step(results_dir, run_as_planned, name, privacy):

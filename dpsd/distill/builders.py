@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 from dpsd.data import DataInfo
-from dpsd.models import build_classifier, generator_from_config, xavier_init_
+from dpsd.models import build_classifier, generator_from_config, init_generator_, xavier_init_
 
 def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
     if name == "adam":
@@ -22,4 +22,4 @@ def build_student_and_generator(cfg: DictConfig, info: DataInfo, device: torch.d
     (``model/generator=gaussian_noise``: fresh N(mean, std²) images, no parameters)."""
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
     generator = generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed))
-    return xavier_init_(student).to(device), xavier_init_(generator).to(device)
+    return xavier_init_(student).to(device), init_generator_(generator, cfg.model.generator).to(device)

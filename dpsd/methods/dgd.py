@@ -39,7 +39,8 @@ from dpsd.distill.generator_losses import generator_loss
 from dpsd.errors import ConfigError
 from dpsd.losses import soft_cross_entropy
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
-from dpsd.models import ConvVAE, build_classifier, generator_from_config, generator_trainable, normalize_code, vae_loss, xavier_init_
+from dpsd.models import (ConvVAE, build_classifier, generator_from_config, generator_trainable, init_generator_,
+                         normalize_code, vae_loss, xavier_init_)
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
@@ -250,8 +251,8 @@ def train_generator(ctx: RunContext) -> nn.Module:
     cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
     baseline = ctx.teachers[0].eval()
     latent_dim = int(cfg.model.generator.latent_dim)
-    generator = xavier_init_(generator_from_config(cfg.model.generator, info.channels, info.image_size,
-                                                   int(cfg.seed))).to(device)
+    generator = init_generator_(generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed)),
+                                cfg.model.generator).to(device)
     if not generator_trainable(cfg):
         return generator.eval()
     optimizer = make_optimizer("adam", generator.parameters(), float(method.generator_lr))

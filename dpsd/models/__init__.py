@@ -35,6 +35,7 @@ __all__ = [
     "build_classifier",
     "build_generator",
     "generator_from_config",
+    "init_generator_",
     "generator_trainable",
     "normalize_code",
     "penultimate_features",
@@ -69,10 +70,21 @@ def build_generator(
 
 
 def generator_from_config(generator_cfg, channels: int, image_size: int, seed: int) -> Generator | GaussianNoise:
-    """The ``model.generator`` node's generator (its noise moments only where it has them)."""
+    """The ``model.generator`` node's generator, before initialisation (:func:`init_generator_`);
+    ``gaussian_noise`` takes its noise moments (``mean``, ``std``) from the node."""
     moments = {key: float(generator_cfg[key]) for key in ("mean", "std") if key in generator_cfg}
     return build_generator(int(generator_cfg.latent_dim), channels, image_size, int(generator_cfg.width),
                            name=generator_cfg.name, seed=seed, **moments)
+
+
+def init_generator_(generator: nn.Module, generator_cfg) -> nn.Module:
+    """Xavier weights and zero biases (DPSD Alg. 1 line 1), then the node's ``output_bias`` on the
+    last conv where it has one: 0 in the papers; a negative value (a labelled variant, not the
+    papers') darkens the first samples, whose tanh output is otherwise centred on 0."""
+    xavier_init_(generator)
+    if "output_bias" in generator_cfg:
+        generator.output_bias_(float(generator_cfg.output_bias))
+    return generator
 
 
 def generator_class(name: str) -> type[nn.Module]:

@@ -53,6 +53,11 @@ class Generator(nn.Module):
             nn.Tanh(),
         )
 
+    def output_bias_(self, value: float) -> "Generator":
+        """Set the bias of the last conv (before tanh) to ``value``; returns ``self``."""
+        nn.init.constant_(self.blocks[-2].bias, value)
+        return self
+
     def forward(self, z: Tensor) -> Tensor:
         x = self.project(z).view(z.shape[0], -1, self.init_size, self.init_size)
         x = self.blocks(x)
