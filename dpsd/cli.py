@@ -10,12 +10,13 @@
     dpsd audit model <run id | artifact folder> [key=value ...] [--samples N] [--synthetic M]
                                      membership inference against a run's student, generator and
                                      teacher (AUC, TPR at FPR 1% and 0.1%), as JSON
-    dpsd sweep <spec> [scale=smoke|paper] [overrides] [--address ADDR] [--dry-run] [--claim-timeout S]
+    dpsd sweep <spec> [scale=smoke|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
+               [--claim-timeout S]
                                      run a sweep spec's cells not yet done (Ray Tune, MLflow)
     dpsd report [--scale smoke|paper] [--only SPEC ...] [--out reports] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
                                      plots, sample grids and index.html, from the recorded runs
-    dpsd reproduce [--scale smoke|paper] [--only SPEC ...] [--dry-run] [overrides]
+    dpsd reproduce [--scale smoke|paper] [--only SPEC ...] [--dry-run] [--rerun-stale] [overrides]
                                      the sweeps (whatever is missing), then the report
     dpsd sync [results/fallback] [--to URI]
                                      copy the runs a tracking server missed (kept in the local
@@ -200,7 +201,8 @@ def cmd_sweep(args: list[str]) -> int:
     parser.add_argument("spec", help="a spec file, or the name of one in sweeps/")
     parser.add_argument("overrides", nargs="*", help="scale=smoke|paper and Hydra overrides for every cell")
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
-    parser.add_argument("--dry-run", action="store_true", help="list the cells to run and those done; run nothing")
+    parser.add_argument("--dry-run", action="store_true", help="list the cells to run, stale and done; run nothing")
+    parser.add_argument("--rerun-stale", action="store_true", help="also re-run cells recorded by other code versions")
     parser.add_argument("--cpus-per-trial", type=float, help="default: every CPU of the largest node")
     parser.add_argument("--gpus-per-trial", type=float, help="default: 0.5 where there are GPUs, else 0")
     parser.add_argument("--claim-timeout", type=float, default=CLAIM_TIMEOUT, metavar="SECONDS",
@@ -209,7 +211,8 @@ def cmd_sweep(args: list[str]) -> int:
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(parsed.overrides)
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
-                        parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout)
+                        parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout,
+                        rerun_stale=parsed.rerun_stale)
     print(format_summary(summary, parsed.dry_run))
     return 1 if summary["failed"] else 0
 
@@ -249,12 +252,14 @@ def cmd_reproduce(args: list[str]) -> int:
     from dpsd.sweep.summary import format_summary
 
     parser = _report_parser("reproduce", "run the sweeps (whatever is missing), then render the report")
-    parser.add_argument("--dry-run", action="store_true", help="list each spec's cells to run and done; run nothing")
+    parser.add_argument("--dry-run", action="store_true", help="list each spec's cells to run, stale and done; run nothing")
+    parser.add_argument("--rerun-stale", action="store_true",
+                        help="also re-run cells recorded by other code versions (default: listed and marked STALE only)")
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
     result = reproduce(scale, parsed.only, parsed.dry_run, overrides, parsed.specs, parsed.reference, parsed.out,
-                       parsed.address)
+                       parsed.address, parsed.rerun_stale)
     for summary in result["sweeps"]:
         print(format_summary(summary, parsed.dry_run))
     if result["index"]:

@@ -1,8 +1,11 @@
 """``dpsd reproduce``: run every sweep spec (whatever is missing), then render the report.
 
 Cells whose config hash already has a finished run are skipped by the sweep itself, so a second
-``dpsd reproduce`` runs nothing new and renders the same report. ``--dry-run`` runs nothing: it lists
-each spec's cells that would run and those already done.
+``dpsd reproduce`` runs nothing new and renders the same report. A cell whose runs were all recorded
+by another code version (:mod:`dpsd.version`) is stale: listed by ``--dry-run``, marked STALE in the
+report, and re-run only with ``--rerun-stale`` (by default a commit that fixes a README typo costs no
+re-runs). ``--dry-run`` runs nothing: it lists each spec's cells that would run, those stale and those
+already done.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ from dpsd.sweep.runner import run_sweep
 def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = False,
               overrides: Sequence[str] = (), specs_dir: Path = DEFAULT_SPECS,
               reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
-              address: str | None = None) -> dict[str, Any]:
+              address: str | None = None, rerun_stale: bool = False) -> dict[str, Any]:
     """The sweeps of ``only`` (default: every spec in ``specs_dir``) at ``scale``, then the report
     over the same specs; returns the sweeps' summaries and the index path (None on a dry run)."""
     paths = spec_paths(specs_dir, only)
-    summaries = [run_sweep(path, scale=scale, overrides=list(overrides), address=address, dry_run=dry_run)
-                 for path in paths]
+    summaries = [run_sweep(path, scale=scale, overrides=list(overrides), address=address, dry_run=dry_run,
+                           rerun_stale=rerun_stale) for path in paths]
     index = None if dry_run else render_report(paths, scale, overrides, reference_csv, out)
     return {"sweeps": summaries, "index": index}

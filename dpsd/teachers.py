@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from dpsd.data import DataSplits
 from dpsd.models import build_classifier
+from dpsd.version import teacher_code_version
 
 
 def teacher_cache_dir(cfg: DictConfig) -> Path:
@@ -41,6 +42,7 @@ class TeacherKey:
     seed: int
     recipe: str
     member: str = "full"  # "full", or "i/n" for member i of an n-way disjoint partition
+    code: str = ""  # dpsd.version.teacher_code_version(): the code that trains it
 
     @property
     def filename(self) -> str:
@@ -57,6 +59,7 @@ def teacher_key(cfg: DictConfig, member: str = "full") -> TeacherKey:
         seed=int(cfg.seed),
         recipe=json.dumps({**OmegaConf.to_container(teacher.recipe), "pretrained": teacher.pretrained}, sort_keys=True),
         member=member,
+        code=teacher_code_version(),
     )
 
 

@@ -5,7 +5,9 @@ drivers at once and a tracking server that dies mid-sweep."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,7 +25,11 @@ from dpsd.config import compose
 from dpsd.errors import ConfigError
 from dpsd.sweep.runner import run_sweep
 from dpsd.sweep.spec import config_hash, expand_cells, load_spec, split_scale
+from dpsd.report.tables import code_cell
 from dpsd.sweep.store import DATA_ABSENT, DONE, recorded_hashes
+from dpsd.sweep.summary import format_summary
+from dpsd.teachers import teacher_key
+from dpsd.version import code_version, teacher_code_version
 
 TINY = ["device=cpu", "model.teacher.recipe.steps=30", "method.iterations=2", "method.batch_size=16"]
 
@@ -123,7 +129,7 @@ def test_dry_run_lists_done_to_run_and_data_absent(tmp_path):
     results.mkdir()
     client = MlflowClient(sqlite_uri(results))
     experiment = client.create_experiment("dpsd", artifact_location=(results / "mlartifacts").as_uri())
-    run = client.create_run(experiment, tags={"sweep": "dry", "cell": cells[0].label,
+    run = client.create_run(experiment, tags={"sweep": "dry", "cell": cells[0].label, "code_version": code_version(),
                                               "config_hash": cells[0].config_hash, "cell_status": DONE})
     client.set_terminated(run.info.run_id, "FINISHED")
     stale = client.create_run(experiment, tags={"config_hash": cells[1].config_hash, "cell_status": DONE})
@@ -137,6 +143,36 @@ def test_dry_run_lists_done_to_run_and_data_absent(tmp_path):
     assert [c["status"] for c in summary["cells"]] == ["done", "to_run", "data_absent"]
     assert len(client.search_runs([experiment])) == 2  # nothing recorded
     assert not (results / "ray").exists()
+
+
+def test_a_cell_recorded_by_other_code_is_stale_listed_and_rerun_only_on_request(tmp_path):
+    """Issue 15 item 4: a FINISHED cell whose runs carry another code version (or none: recorded
+    before versions were tagged) is stale, not done; the default neither re-runs it nor counts it
+    done (a typo fix costs no re-runs); --rerun-stale puts it back to run; the report marks it."""
+    results = tmp_path / "results"
+    path = write_spec(tmp_path, "stale", grid={"privacy.epsilon": [1, 10, 100]})
+    overrides = [f"results_dir={results}"]
+    cells = expand_cells(path, "smoke", overrides)
+    results.mkdir()
+    client = MlflowClient(sqlite_uri(results))
+    experiment = client.create_experiment("dpsd", artifact_location=(results / "mlartifacts").as_uri())
+    for cell, version in zip(cells, [code_version(), "0.0.9+gdeadbeef0000", None]):
+        tags = {"config_hash": cell.config_hash, "cell_status": DONE, **({"code_version": version} if version else {})}
+        client.set_terminated(client.create_run(experiment, tags=tags).info.run_id, "FINISHED")
+    summary = run_sweep(path, "smoke", overrides, dry_run=True)
+    assert summary["done"] == ["privacy.epsilon=1 seed=0"]
+    assert summary["stale"] == ["privacy.epsilon=10 seed=0", "privacy.epsilon=100 seed=0"]
+    assert summary["to_run"] == [] and summary["code_version"] == code_version()
+    assert "stale (recorded by other code only" in format_summary(summary, dry_run=True)
+    rerun = run_sweep(path, "smoke", overrides, dry_run=True, rerun_stale=True)
+    assert rerun["stale"] == [] and rerun["to_run"] == ["privacy.epsilon=10 seed=0", "privacy.epsilon=100 seed=0"]
+    assert code_cell("0.0.9+gdeadbeef0000") == "STALE 0.0.9+gdeadbeef0000" and code_cell(code_version()) == code_version()
+
+
+def test_code_version_names_the_commit_and_teacher_keys_carry_the_teacher_code():
+    assert re.fullmatch(r"\d+\.\d+\.\d+\+(g[0-9a-f]{12}(-dirty)?|src[0-9a-f]{12})", code_version())
+    key = teacher_key(compose([]))
+    assert key.code == teacher_code_version() and key.code in json.dumps(key.__dict__)
 
 
 # ---------------------------------------------------------------------------------------------

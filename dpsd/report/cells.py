@@ -19,6 +19,8 @@ from dpsd.report.reference import parse_epsilon
 NOT_RUN, DATA_ABSENT, RUN = "not run", "data absent", "run"
 _SEED = re.compile(r"^\+{0,2}seed=")
 FIGURES = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
+WORDS = ("neighbouring", "code_version")
+"""A run's words a report shows beside its figures."""
 
 
 def group_label(label: str) -> str:
@@ -53,13 +55,13 @@ def cell_frame(cells: Sequence[Any], configs: Sequence[DictConfig], runs: pd.Dat
     for order, (cell, cfg) in enumerate(zip(cells, configs)):
         row = {"order": order, "group": group_label(cell.label), "config_hash": cell.config_hash,
                "overrides": override_map(cell.overrides), "config": cfg, **cell_values(cfg, x, series), "status": NOT_RUN, "run_id": None, "artifact_uri": None,
-               **{name: math.nan for name in FIGURES}}
+               **{name: math.nan for name in FIGURES}, **{name: "" for name in WORDS}}
         if cell.config_hash in runs.index:
             run = runs.loc[cell.config_hash]
             row["status"] = DATA_ABSENT if run["cell_status"] == "data_absent" else RUN
             row.update(run_id=run["run_id"], artifact_uri=run["artifact_uri"])
             if row["status"] == RUN:
-                row.update({k: run[k] for k in runs.columns if k in FIGURES or k.startswith("metrics.")})
+                row.update({k: run[k] for k in runs.columns if k in FIGURES or k in WORDS or k.startswith("metrics.")})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -88,5 +90,7 @@ def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
         for name in [c for c in frame.columns if c in FIGURES or c.startswith("metrics.")]:
             row[name] = _mean(done[name]) if len(done) else math.nan
         row["accuracy_std"] = _std(done["accuracy"]) if len(done) and "accuracy" in done else math.nan
+        for name in WORDS:  # the seeds' distinct values, e.g. two code versions
+            row[name] = " ".join(sorted({str(v) for v in done.get(name, []) if v})) if len(done) else ""
         groups.append(row)
     return pd.DataFrame(groups).sort_values("order").reset_index(drop=True) if groups else pd.DataFrame()

@@ -14,7 +14,8 @@ import mlflow
 import pandas as pd
 
 RUN_COLUMNS = ("config_hash", "run_id", "status", "cell_status", "sweep", "cell", "scale", "start_time",
-               "artifact_uri", "accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
+               "artifact_uri", "accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta",
+               "neighbouring", "code_version")
 
 
 def _float(value: object) -> float:
@@ -60,6 +61,9 @@ def normalise(raw: pd.DataFrame) -> pd.DataFrame:
         "eps_claimed": _epsilon(runs, "eps_claimed"),
         "eps_rigorous": _epsilon(runs, "eps_rigorous"),
         "delta": _column(runs, "metrics.delta").astype(float),
+        # the relation eps_rigorous is stated under, and the code that recorded the run ("" before tags)
+        "neighbouring": _column(runs, "tags.neighbouring").fillna(""),
+        "code_version": _column(runs, "tags.code_version").fillna(""),
     })
     for name in runs.columns:
         if name.startswith("metrics."):

@@ -2,8 +2,11 @@
 
 Rows follow the paper: every reference row of the table, in the CSV's order, joined to the spec's
 cell groups on (method, dataset, epsilon) (sweeps/README.md); cell groups the paper has no row for
-follow. Each row shows reported / reproduced / difference, both epsilon ledgers, delta and the
-number of seeds. A cell with no run shows "—", one whose data files are absent "data absent".
+follow. Each row shows reported / reproduced / difference, both epsilon ledgers, the neighbouring
+relation eps_rigorous is stated under (rows of one table may differ: the column says so), delta, the
+number of seeds and the code version that recorded the runs, ``STALE`` when it is not this
+checkout's (:mod:`dpsd.version`). A cell with no run shows "—", one whose data files are absent
+"data absent".
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from dpsd.report.cells import DATA_ABSENT, NOT_RUN
+from dpsd.version import code_version
 
 DASH = "—"
 NO_METHOD = "n/a"
 _SWITCH = re.compile(r"(?:^|;)\s*switch:\s*([^;]*)")
 COLUMNS = ("Row", "Cell", "Dataset", "ε (target)", "Reported", "Reproduced", "Difference",
-           "ε claimed", "ε rigorous", "δ", "Seeds")
+           "ε claimed", "ε rigorous", "Neighbouring", "δ", "Seeds", "Code")
 SCALE_LINES = {
     "smoke": "smoke scale: not comparable to the paper's hyper-parameters",
     "paper": "paper scale: the papers' hyper-parameters",
@@ -137,6 +141,13 @@ def _delta(ref: pd.Series | None, group: pd.Series | None) -> str:
     return ref["delta"] if ref is not None and ref["delta"] else DASH
 
 
+def code_cell(versions: str) -> str:
+    """The code version(s) of a cell's runs, ``STALE <versions>`` unless one is this checkout's."""
+    if not versions:
+        return DASH
+    return versions if code_version() in versions.split() else f"STALE {versions}"
+
+
 def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str, str]:
     metric = ref["metric"] if ref is not None else "accuracy"
     reported = ref["value_number"] if ref is not None else math.nan
@@ -154,8 +165,10 @@ def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str,
         "Difference": DASH if math.isnan(difference) else f"{difference:+.2f}",
         "ε claimed": fmt_eps(group["eps_claimed"]) if group is not None else DASH,
         "ε rigorous": fmt_eps(group["eps_rigorous"]) if group is not None else DASH,
+        "Neighbouring": (group.get("neighbouring") or DASH) if group is not None else DASH,
         "δ": _delta(ref, group),
         "Seeds": f"{group['seeds']}/{group['planned_seeds']}" if group is not None else DASH,
+        "Code": code_cell(group.get("code_version", "")) if group is not None else DASH,
     }
 
 

@@ -40,7 +40,8 @@ from dpsd.errors import ConfigError, Fault
 from dpsd.sweep.spec import Cell, Spec, expand_configs, load_spec
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags, claim_cell, client_for,
                               failed_cells, heartbeat, is_done, live_claims, parent_run, record_data_absent,
-                              record_failure, recorded_hashes, release_claim)
+                              record_failure, recorded_hashes, recorded_versions, release_claim, cell_state)
+from dpsd.version import code_version
 from dpsd.sweep.summary import summarize
 
 CLAIM_TIMEOUT = 120.0  # seconds without a heartbeat after which a claim is taken over
@@ -283,15 +284,17 @@ def _data_absent_locally(cells: list[Cell], configs: list[DictConfig]) -> dict[s
 def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = (),
               address: str | None = None, dry_run: bool = False,
               cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
-              claim_timeout: float = CLAIM_TIMEOUT) -> dict[str, Any]:
+              claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False) -> dict[str, Any]:
     """Run every cell of a spec that has no FINISHED run yet; returns what was done, ran, skipped,
-    had absent data or failed (lists of cell labels, ``failure_reasons`` by label) and ``cells``
-    (label, config_hash, status).
+    was stale, had absent data or failed (lists of cell labels, ``failure_reasons`` by label) and
+    ``cells`` (label, config_hash, status).
 
-    ``dry_run`` starts nothing and trains nothing: it lists the cells done, failed (their last
-    attempt, retried by the next run) and to run (and those whose data cannot be found here).
-    ``claim_timeout``: seconds without a heartbeat after which another driver's claim on a cell
-    is taken over."""
+    A cell whose FINISHED runs were all recorded by another code version (:mod:`dpsd.version`) is
+    ``stale``: listed, not re-run, unless ``rerun_stale`` (a commit that fixes a typo must not cost
+    hours of re-runs; a fix that changes results is re-run on request). ``dry_run`` starts nothing
+    and trains nothing: it lists the cells done, stale, failed (their last attempt, retried by the
+    next run) and to run (and those whose data cannot be found here). ``claim_timeout``: seconds
+    without a heartbeat after which another driver's claim on a cell is taken over."""
     from dpsd.tracking import check_tracking
 
     spec = load_spec(spec_path)
@@ -305,11 +308,13 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
         validate(cfg)
     check_tracking(sweep_cfg)
     client, experiment_id = client_for(sweep_cfg)
-    done = recorded_hashes(client, experiment_id)
+    versions, current = recorded_versions(client, experiment_id), code_version()
     failed_before = failed_cells(client, experiment_id)
     summary: dict[str, Any] = {"spec": spec.name, "scale": scale, "tracking_uri": client.tracking_uri,
-                               "parent_run_id": None, "restored": False, "errors": []}
-    status = {c.config_hash: "done" if c.config_hash in done else "to_run" for c in cells}
+                               "parent_run_id": None, "restored": False, "errors": [], "code_version": current}
+    status = {c.config_hash: cell_state(versions, c.config_hash, current) for c in cells}
+    if rerun_stale:
+        status = {digest: "to_run" if state == "stale" else state for digest, state in status.items()}
     reasons = {c.label: failed_before[c.config_hash] for c in cells
                if status[c.config_hash] == "to_run" and c.config_hash in failed_before}
     pending = [(c, cfg) for c, cfg in zip(cells, configs) if status[c.config_hash] == "to_run"]
@@ -345,7 +350,7 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
 
                 ray.shutdown()
     try:
-        finished = recorded_hashes(client, experiment_id)
+        finished = {h for h, versions in recorded_versions(client, experiment_id).items() if current in versions}
     except Exception as err:  # the tracking server went away: only what the trials saw recorded counts
         summary["errors"].append(f"tracking server {client.tracking_uri} did not answer at the end ({one_line(err)}); "
                                  "re-run the sweep once it is back")

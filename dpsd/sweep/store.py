@@ -24,6 +24,7 @@ from typing import Iterator
 from omegaconf import DictConfig, OmegaConf
 
 from dpsd.sweep.spec import Cell, Spec
+from dpsd.version import code_version
 
 DONE, DATA_ABSENT, CLAIMED, FAILED, ABANDONED = "done", "data_absent", "claimed", "failed", "abandoned"
 CLAIM_OWNER, HEARTBEAT, FAILURE_REASON = "claim_owner", "claim_heartbeat", "failure_reason"
@@ -54,10 +55,28 @@ def recorded_hashes(client, experiment_id: str, status: str = DONE) -> dict[str,
     return {run.data.tags["config_hash"]: run.info.run_id for run in runs if "config_hash" in run.data.tags}
 
 
+def recorded_versions(client, experiment_id: str) -> dict[str, set[str]]:
+    """``config_hash -> code versions`` of the FINISHED done runs (``""`` for a run recorded before
+    runs were tagged with :func:`dpsd.version.code_version`)."""
+    versions: dict[str, set[str]] = {}
+    for run in _search(client, experiment_id, f"tags.cell_status = '{DONE}' and attributes.status = 'FINISHED'"):
+        if "config_hash" in run.data.tags:
+            versions.setdefault(run.data.tags["config_hash"], set()).add(run.data.tags.get("code_version", ""))
+    return versions
+
+
+def cell_state(versions: dict[str, set[str]], digest: str, current: str) -> str:
+    """``done`` (recorded by this code), ``stale`` (recorded by other code only) or ``to_run``."""
+    if digest not in versions:
+        return "to_run"
+    return "done" if current in versions[digest] else "stale"
+
+
 def is_done(client, experiment_id: str, digest: str) -> bool:
-    """Whether the config hash ``digest`` has a FINISHED run (a trial's own check before training)."""
+    """Whether the config hash ``digest`` has a FINISHED run by this code version (a trial's own
+    check before training; a stale cell reaches a trial only with ``--rerun-stale``)."""
     filter_string = (f"tags.config_hash = '{digest}' and tags.cell_status = '{DONE}' "
-                     "and attributes.status = 'FINISHED'")
+                     f"and tags.code_version = '{code_version()}' and attributes.status = 'FINISHED'")
     return bool(client.search_runs([experiment_id], filter_string, max_results=1))
 
 

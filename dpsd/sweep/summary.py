@@ -15,6 +15,7 @@ def summarize(summary: dict[str, Any], cells: list[Cell], status: dict[str, str]
     summary.update(done=labels("done"), skipped=labels("done"), ran=labels("ran"), to_run=labels("to_run"),
                    data_absent=labels("data_absent"), failed=failed,
                    failure_reasons={label: (reasons or {}).get(label, "") for label in failed},
+                   stale=labels("stale"),
                    cells=[{"label": c.label, "config_hash": c.config_hash, "status": status[c.config_hash]}
                           for c in cells])
     return summary
@@ -23,7 +24,9 @@ def summarize(summary: dict[str, Any], cells: list[Cell], status: dict[str, str]
 def format_summary(summary: dict[str, Any], dry_run: bool = False) -> str:
     """The sweep's cells, one line each, grouped by status, then counts."""
     failed = "failed (retried by the next run)" if dry_run else "failed (recorded; the next run retries them)"
-    titles = [("done", "done (a FINISHED run exists)"), ("to_run", "to run"), ("ran", "ran"),
+    titles = [("done", "done (a FINISHED run exists)"),
+              ("stale", "stale (recorded by other code only; not re-run without --rerun-stale)"),
+              ("to_run", "to run"), ("ran", "ran"),
               ("data_absent", "data absent (listed, not run)"), ("failed", failed)]
     lines = [f"sweep {summary['spec']} (scale={summary['scale']}){' — dry run' if dry_run else ''}"]
     reasons = summary.get("failure_reasons", {})
