@@ -13,7 +13,7 @@
     dpsd sweep <spec> [scale=smoke|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
                [--claim-timeout S]
                                      run a sweep spec's cells not yet done (Ray Tune, MLflow)
-    dpsd report [--scale smoke|paper] [--only SPEC ...] [--out reports] [overrides]
+    dpsd report [--scale smoke|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
                                      plots, sample grids and index.html, from the recorded runs
     dpsd reproduce [--scale smoke|paper] [--only SPEC ...] [--dry-run] [--rerun-stale] [overrides]
@@ -240,9 +240,13 @@ def cmd_report(args: list[str]) -> None:
     from dpsd.report import render_report, spec_paths
     from dpsd.sweep.spec import split_scale
 
-    parsed = _report_parser("report", "render every spec's tables and figures from the runs").parse_intermixed_args(args)
+    parser = _report_parser("report", "render every spec's tables and figures from the runs")
+    parser.add_argument("--markdown", metavar="PATH",
+                        help="also write the ladder and query-budget sections as Markdown (e.g. results/what_reproduces.md)")
+    parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
-    index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out)
+    index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out,
+                          parsed.markdown)
     print(f"report: {index}")
 
 

@@ -18,7 +18,7 @@ from typing import Sequence
 from omegaconf import DictConfig
 
 from dpsd.config import compose, resolve_paths
-from dpsd.report import figures, formats, site
+from dpsd.report import figures, formats, ladder, site
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.runs import load_runs
@@ -29,7 +29,7 @@ from dpsd.tracking import tracking_uri
 DEFAULT_SPECS = Path("sweeps")
 DEFAULT_REFERENCE = Path("results/reference/papers.csv")
 DEFAULT_OUT = Path("reports")
-KINDS = ("table", "curve", "sensitivity", "samples")
+KINDS = ("table", "curve", "sensitivity", "samples", "ladder", "query_budget")
 
 
 def spec_paths(specs_dir: Path = DEFAULT_SPECS, only: Sequence[str] = ()) -> list[Path]:
@@ -96,6 +96,10 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
                                 log_x=True if kind == "curve" else None, privacy_panel=kind == "sensitivity")
         section.figures.append((png.relative_to(out).as_posix(), caption))
         section.links.append((png.relative_to(out).as_posix(), "PNG"))
+    if kind == "ladder" and len(groups):
+        _render_ladders(spec, groups, table.scale_line, out, section)
+    if kind == "query_budget" and len(groups):
+        _render_query_budget(spec, groups, table.scale_line, out, section)
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
@@ -106,12 +110,43 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     return section
 
 
+def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: site.Section) -> None:
+    """Kind ``ladder``: per ladder a table (``tables/<spec>_<ladder>.md``) and a bar figure, and one
+    diagnosis sentence each, also gathered as the section's Markdown."""
+    tables, sentences, pngs = {}, [], []
+    for name, rows in ladder.ladders(groups).items():
+        body = ladder.ladder_table(name, rows)
+        sentence = ladder.diagnosis(name, rows)
+        slug = _slug(f"{spec.name}_{name}")
+        _write(out / "tables" / f"{slug}.md", f"## Ladder: {name}\n\n{sentence}\n\n{ladder.markdown_table(body)}\n")
+        caption = (f"{name}: best run per rung R0..R5; ε labels are claimed / rigorous. {sentence} {scale_line}.")
+        png = ladder.ladder_figure(name, rows, caption, out / "figures" / f"{slug}.png")
+        section.figures.append((png.relative_to(out).as_posix(), caption))
+        section.links.append((f"tables/{slug}.md", f"{name} MD"))
+        tables[name], pngs = body, [*pngs, png.relative_to(out).as_posix()]
+        sentences.append(sentence)
+    section.markdown = ladder.ladder_markdown(f"{spec.feeds.get('title', spec.name)} ({scale_line})", tables, sentences, pngs)
+
+
+def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section: site.Section) -> None:
+    """Kind ``query_budget``: accuracy against the teacher queries made, one line per rung, and its table."""
+    body = ladder.query_table(groups)
+    caption = f"{spec.feeds.get('title', spec.name)}: points labelled ε claimed / ε rigorous; {scale_line}."
+    png = ladder.query_figure(groups, caption, out / "figures" / f"{spec.name}.png")
+    section.figures.append((png.relative_to(out).as_posix(), caption))
+    section.markdown = "\n".join([f"## {spec.feeds.get('title', spec.name)} ({scale_line})", "",
+                                   ladder.markdown_table(body), "", f"![{spec.name}]({png.relative_to(out).as_posix()})", ""])
+
+
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
-                  reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT) -> Path:
+                  reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
+                  markdown: Path | None = None) -> Path:
     """Render every spec in ``specs`` for ``scale`` and write ``out/index.html``; returns its path.
 
     ``overrides`` are those the sweeps ran with (they decide the cells' config hashes and where the
-    MLflow store is: ``results_dir``, ``tracking.uri``, ``tracking.experiment``).
+    MLflow store is: ``results_dir``, ``tracking.uri``, ``tracking.experiment``). ``markdown``: also
+    write the ladder and query-budget sections as one Markdown file there (README's "What reproduces
+    so far" links it), its figure links relative to ``out``.
     """
     loaded = [load_spec(path) for path in specs]  # a bad spec name stops before anything is composed
     cfg: DictConfig = resolve_paths(compose(list(overrides)))
@@ -123,4 +158,19 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     intro = [f"Scale: {scale} — {SCALE_LINES.get(scale, scale)}.",
              f"Reproduced numbers: MLflow runs in {uri} (experiment {cfg.tracking.experiment!r}); reported numbers: "
              f"{reference_csv}. No number on this page is typed by hand."]
+    if markdown is not None:
+        _write_markdown(Path(markdown), out, intro, sections)
     return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections))
+
+
+def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site.Section]) -> Path:
+    """The sections' Markdown, figure paths rewritten relative to ``path``'s folder."""
+    import os
+
+    prefix = Path(os.path.relpath(out.resolve(), path.resolve().parent)).as_posix()
+    body = [section.markdown.replace("](figures/", f"]({prefix}/figures/") for section in sections if section.markdown]
+    head = ["# What reproduces so far", "", "Generated by `dpsd report --markdown` from the tracked runs; do not edit.", "",
+            *[f"{line}  " for line in intro], ""]
+    if not body:
+        body = ["No ladder or query-budget spec was rendered."]
+    return _write(path, "\n".join([*head, *body]).rstrip() + "\n")

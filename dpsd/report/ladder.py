@@ -1,0 +1,262 @@
+"""The ladder and the query-budget axis (issue 13; DESIGN.md "The ladder"), from a spec's cell groups.
+
+A run's rung is read from its resolved config, never from a label typed in a spec: R0 ``method=teacher``,
+R1 ``method=kd_data``, R2 ``model/generator=gaussian_noise`` (no mechanism), R3 ``privacy=none``, R4
+``privacy.noiseless=true``, R5 the mechanism with its noise. A ladder is one seed method in one privacy
+mode (RRWithPrior is a ladder of its own); the shared rungs join every ladder: R0 and R1 (the same
+teacher, student and budget) and the method's own R2 and R3 (which have no mode). The drop between two
+consecutive rungs names the component that loses the accuracy; :func:`diagnosis` says where the largest
+drop is, from the numbers. Everything here formats run figures; no number is typed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+from omegaconf import DictConfig
+
+from dpsd.report.cells import RUN
+from dpsd.report.figures import PNG_METADATA, _label_log_axis
+from dpsd.report.tables import DASH, fmt_eps, fmt_number
+
+RUNGS = {
+    "R0": "teacher",
+    "R1": "KD on the private data",
+    "R2": "KD on N(0, 1) noise (no generator)",
+    "R3": "the method's data-free loop, no privacy",
+    "R4": "the mechanism without noise",
+    "R5": "the method at its ε",
+}
+# what the drop from the rung above to this one means (DESIGN.md "The ladder")
+LOSS = {
+    "R1": "the student's capacity at this budget",
+    "R2": "what the teacher's soft labels carry without any image prior",
+    "R3": "the generator and its losses",
+    "R4": "the mechanism's structure (top-k, normalisation, output step, the label prior)",
+    "R5": "the noise",
+}
+COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Drop (points)", "ε claimed", "ε rigorous",
+           "Queries", "Seeds")
+VARIANTS = (("privacy.rr_prior", "topk"),)  # switches whose non-default value is a labelled variant
+
+
+def rung(cfg: DictConfig) -> str:
+    """The rung a run stands on, from its config."""
+    name = str(cfg.method.name)
+    if name == "teacher":
+        return "R0"
+    if name == "kd_data":
+        return "R1"
+    if cfg.privacy.mode == "none":
+        return "R2" if cfg.model.generator.get("name") == "gaussian_noise" else "R3"
+    return "R4" if cfg.privacy.get("noiseless") else "R5"
+
+
+def variant(cfg: DictConfig) -> str:
+    """The labelled variant a run uses ("" for the paper's method): e.g. ``rr_prior=rr_with_prior``."""
+    found = []
+    for key, default in VARIANTS:
+        section, _, leaf = key.partition(".")
+        value = cfg[section].get(leaf)
+        if value is not None and value != default:
+            found.append(f"{leaf}={value}")
+    return " ".join(found)
+
+
+def ladder_name(cfg: DictConfig) -> str:
+    """The ladder a private rung (R4, R5) belongs to: method, mode and variant."""
+    label = f"{cfg.method.name} ({cfg.privacy.mode}"
+    extra = variant(cfg)
+    return label + (f", {extra}: not the paper's method)" if extra else ")")
+
+
+def setting(cfg: DictConfig) -> str:
+    """What distinguishes runs on the same rung: the target ε (R5) or the bound β (R4, data mode)."""
+    if rung(cfg) == "R5":
+        eps = cfg.privacy.get("epsilon")
+        return f"ε = {eps:g}" if eps is not None else DASH
+    if rung(cfg) == "R4" and cfg.privacy.mode == "data":
+        return f"β = {cfg.privacy.beta:g}"
+    return ""
+
+
+def annotate(groups: pd.DataFrame) -> pd.DataFrame:
+    """The groups with ``rung``, ``what``, ``setting`` and ``ladder`` columns (shared rungs: ``ladder`` = None)."""
+    if groups.empty:
+        return groups.assign(rung=[], what=[], setting=[], ladder=[], base_method=[])
+    frame = groups.copy()
+    frame["rung"] = [rung(cfg) for cfg in frame["config"]]
+    frame["what"] = frame["rung"].map(RUNGS)
+    frame["setting"] = [setting(cfg) for cfg in frame["config"]]
+    frame["base_method"] = [str(cfg.method.name) for cfg in frame["config"]]
+    frame["ladder"] = [ladder_name(cfg) if r in ("R4", "R5") else None for cfg, r in zip(frame["config"], frame["rung"])]
+    return frame
+
+
+def ladders(groups: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Each ladder's rungs R0..R5 in order: the shared R0/R1, the method's R2/R3, its own R4/R5."""
+    frame = annotate(groups)
+    out: dict[str, pd.DataFrame] = {}
+    for name in dict.fromkeys(frame["ladder"].dropna()):
+        method = frame[frame["ladder"] == name]["base_method"].iloc[0]
+        shared = frame["rung"].isin(["R0", "R1"])
+        own = frame["rung"].isin(["R2", "R3"]) & (frame["base_method"] == method)
+        rows = frame[shared | own | (frame["ladder"] == name)]
+        out[name] = rows.sort_values(["rung", "order"]).reset_index(drop=True)
+    return out
+
+
+def _best(rows: pd.DataFrame, name: str) -> float:
+    done = rows[(rows["rung"] == name) & (rows["status"] == RUN)]["accuracy"].dropna()
+    return float(done.max()) if len(done) else math.nan
+
+
+def _queries(row: pd.Series) -> str:
+    value = row.get("metrics.queries", math.nan)
+    return DASH if value is None or (isinstance(value, float) and math.isnan(value)) else f"{int(value):,}"
+
+
+def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of the ladder; ``Drop`` is the best run of the rung above minus this run."""
+    body = []
+    for _, row in rows.iterrows():
+        above = f"R{int(row['rung'][1]) - 1}" if row["rung"] != "R0" else None
+        reference = _best(rows, above) if above else math.nan
+        run = row["status"] == RUN
+        drop = reference - row["accuracy"] if run and not math.isnan(reference) else math.nan
+        private = row["rung"] in ("R4", "R5")
+        body.append({
+            "Ladder": name, "Rung": row["rung"], "What": row["what"], "Setting": row["setting"] or DASH,
+            "Accuracy (%)": fmt_number(row["accuracy"]) if run else row["status"],
+            "Drop (points)": DASH if math.isnan(drop) else f"{drop:+.2f}",
+            "ε claimed": fmt_eps(row["eps_claimed"]) if run and private else ("∞" if run else DASH),
+            "ε rigorous": fmt_eps(row["eps_rigorous"]) if run and private else ("∞" if run else DASH),
+            "Queries": _queries(row) if run and row["rung"] != "R0" else DASH,  # the teacher answers none
+            "Seeds": f"{row['seeds']}/{row['planned_seeds']}",
+        })
+    return pd.DataFrame(body, columns=list(COLUMNS))
+
+
+def diagnosis(name: str, rows: pd.DataFrame) -> str:
+    """One sentence: between which consecutive rungs (best run of each) the most accuracy is lost."""
+    best = {r: _best(rows, r) for r in RUNGS}
+    steps = [(best[f"R{i - 1}"] - best[f"R{i}"], f"R{i - 1}", f"R{i}") for i in range(1, 6)
+             if not (math.isnan(best[f"R{i - 1}"]) or math.isnan(best[f"R{i}"]))]
+    missing = [r for r, value in best.items() if math.isnan(value)]
+    if not steps:
+        return f"{name}: no two consecutive rungs have finished runs yet (missing: {', '.join(missing)})."
+    drop, upper, lower = max(steps)
+    tail = f" (rungs not run yet: {', '.join(missing)})" if missing else ""
+    if drop <= 0:
+        return f"{name}: no rung loses accuracy against the one above it{tail}."
+    return (f"{name}: accuracy is lost mostly between {upper} and {lower} ({best[upper]:.2f}% → {best[lower]:.2f}%, "
+            f"{drop:.2f} points), i.e. to {LOSS[lower]}{tail}.")
+
+
+def ladder_figure(name: str, rows: pd.DataFrame, caption: str, path: Path) -> Path:
+    """Bars: each run of the ladder at its rung (several per rung: ε or β), both ledgers in the labels."""
+    figure = Figure(figsize=(7.5, 4.2), dpi=100)
+    axes = figure.add_subplot(1, 1, 1)
+    labels, values, colors = [], [], []
+    palette = {"R0": "#555", "R1": "#1f77b4", "R2": "#2ca02c", "R3": "#9467bd", "R4": "#ff7f0e", "R5": "#d62728"}
+    for _, row in rows.iterrows():
+        eps = (f"\nε {fmt_eps(row['eps_claimed'])} / {fmt_eps(row['eps_rigorous'])}"
+               if row["rung"] in ("R4", "R5") and row["status"] == RUN else "")
+        labels.append(f"{row['rung']}{(' ' + row['setting']) if row['setting'] else ''}{eps}")
+        values.append(row["accuracy"] if row["status"] == RUN else 0.0)
+        colors.append(palette[row["rung"]] if row["status"] == RUN else "#ddd")
+    positions = range(len(values))
+    axes.bar(positions, values, color=colors)
+    for x, (value, (_, row)) in enumerate(zip(values, rows.iterrows())):
+        axes.text(x, value + 1, f"{value:.1f}" if row["status"] == RUN else row["status"], ha="center", fontsize=7)
+    axes.set_xticks(list(positions))
+    axes.set_xticklabels(labels, fontsize=6)
+    axes.set_ylim(0, 105)
+    axes.set_ylabel("student test accuracy (%)")
+    figure.suptitle(f"Ladder: {name}", fontsize=10)
+    figure.text(0.01, 0.01, caption, fontsize=6, ha="left", va="bottom", wrap=True)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", metadata=PNG_METADATA)
+    return path
+
+
+# ------------------------------------------------------------------------------- the query axis
+
+
+def query_table(groups: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: ladder, rung, teacher queries made, accuracy and both ledgers."""
+    frame = annotate(groups)
+    rows = []
+    for _, row in frame.iterrows():
+        run = row["status"] == RUN
+        rows.append({
+            "Method": row["ladder"] or str(row["base_method"]), "Rung": row["rung"],
+            "Steps per iteration": str(row["config"].method.get("steps_per_iteration", 1)),
+            "Queries": _queries(row) if run else DASH,
+            "Accuracy (%)": fmt_number(row["accuracy"]) if run else row["status"],
+            "ε claimed": fmt_eps(row["eps_claimed"]) if run else DASH,
+            "ε rigorous": fmt_eps(row["eps_rigorous"]) if run else DASH,
+        })
+    return pd.DataFrame(rows)
+
+
+def query_figure(groups: pd.DataFrame, caption: str, path: Path) -> Path:
+    """Accuracy against teacher queries (log x), one panel per method, one line per rung; each point
+    labelled with its ε claimed / ε rigorous."""
+    frame = annotate(groups)
+    done = frame[(frame["status"] == RUN) & frame.get("metrics.queries", pd.Series(dtype=float)).notna()] \
+        if "metrics.queries" in frame else frame.iloc[0:0]
+    methods = list(dict.fromkeys(frame["base_method"])) if len(frame) else []
+    columns = max(1, min(len(methods), 2))
+    height = 3.8 * math.ceil(max(len(methods), 1) / columns) + 0.8
+    figure = Figure(figsize=(6.2 * columns, height), dpi=100)
+    for index, method in enumerate(methods or ["none"]):
+        axes = figure.add_subplot(math.ceil(max(len(methods), 1) / columns), columns, index + 1)
+        mine = done[done["base_method"] == method] if len(done) else done
+        xs = []
+        for (label, rung_name), points in mine.groupby([mine["ladder"].fillna(method), "rung"], sort=True):
+            points = points.sort_values("metrics.queries")
+            axes.plot(points["metrics.queries"], points["accuracy"], marker="o", label=f"{rung_name} {label}")
+            for _, point in points.iterrows():
+                if rung_name in ("R4", "R5"):
+                    axes.annotate(f"{fmt_eps(point['eps_claimed'])}/{fmt_eps(point['eps_rigorous'])}",
+                                  (point["metrics.queries"], point["accuracy"]), fontsize=6,
+                                  textcoords="offset points", xytext=(3, 3))
+            xs += list(points["metrics.queries"])
+        if xs:
+            axes.set_xscale("log")
+            _label_log_axis(axes, xs)
+            axes.legend(fontsize=6)
+        axes.set_title(method, fontsize=9)
+        axes.set_xlabel("teacher queries")
+        axes.set_ylabel("student test accuracy (%)")
+        axes.set_ylim(0, 100)
+    figure.suptitle("Accuracy vs teacher queries (points: ε claimed / ε rigorous)", fontsize=10)
+    figure.text(0.01, 0.01, caption, fontsize=6, ha="left", va="bottom", wrap=True)
+    figure.tight_layout(rect=(0, 0.6 / height, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", metadata=PNG_METADATA)
+    return path
+
+
+def markdown_table(body: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of string cells."""
+    def cell(text: object) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    header = list(body.columns)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in body.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def ladder_markdown(title: str, tables: dict[str, pd.DataFrame], sentences: list[str], figures: list[str]) -> str:
+    """The ladder section of ``dpsd report --markdown``: one diagnosis per method, then each table."""
+    parts = [f"## {title}", "", *[f"* {sentence}" for sentence in sentences], ""]
+    for (name, body), figure in zip(tables.items(), figures):
+        parts += [f"### {name}", "", markdown_table(body), "", f"![{name}]({figure})", ""]
+    return "\n".join(parts)

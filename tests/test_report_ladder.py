@@ -1,0 +1,130 @@
+"""`dpsd report` for the ladder and the query-budget axis (issue 13), from real tiny digits runs.
+
+A tiny ladder spec (R0..R5 of DPSD label, plus the RRWithPrior variant's R5) and a tiny query-budget spec
+(DPSD's R3 at 1 and 2 steps per iteration) run through ``run_experiment``, tagged as sweep trials.
+"""
+
+from __future__ import annotations
+
+import mlflow
+import pytest
+
+from dpsd.cli import main
+from dpsd.experiment import run_experiment
+from dpsd.report import ladder as ladder_report
+from dpsd.report import render_report
+from dpsd.report.cells import cell_frame, group_frame
+from dpsd.report.runs import load_runs
+from dpsd.sweep.spec import expand_cells, load_spec
+
+TINY = ["device=cpu", "method.iterations=3", "method.batch_size=16", "model.teacher.recipe.steps=30"]
+LADDER = """
+name: tiny_ladder
+feeds: {kind: ladder, id: ladder, reference: none, title: "tiny ladder"}
+base: []
+cells:
+  - [method=teacher, privacy=none]
+  - [method=kd_data, privacy=none]
+  - [method=dpsd, privacy=none, model/generator=gaussian_noise]
+  - [method=dpsd, privacy=none]
+  - [method=dpsd, privacy=label, privacy.noiseless=true]
+  - [method=dpsd, privacy=label, privacy.epsilon=1]
+  - [method=dpsd, privacy=label, privacy.epsilon=1, privacy.rr_prior=rr_with_prior]
+smoke: [%s]
+""" % ", ".join(TINY)
+QUERIES = """
+name: tiny_queries
+feeds: {kind: query_budget, id: query_budget, reference: none, title: "tiny queries", x: queries}
+base: [method=dpsd, privacy=none]
+grid:
+  method.steps_per_iteration: [1, 2]
+smoke: [%s]
+""" % ", ".join(TINY)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ladder_report")
+    (root / "sweeps").mkdir()
+    (root / "sweeps" / "tiny_ladder.yaml").write_text(LADDER)
+    (root / "sweeps" / "tiny_queries.yaml").write_text(QUERIES)
+    (root / "papers.csv").write_text("paper,table,row,method,dataset,architecture,epsilon,delta,metric,value,source,note\n")
+    overrides = [f"results_dir={root / 'results'}"]
+    accuracy = {}
+    for name in ("tiny_ladder", "tiny_queries"):
+        for cell in expand_cells(load_spec(root / "sweeps" / f"{name}.yaml"), "smoke", overrides):
+            summary = run_experiment(cell.compose(), show_progress=False)
+            client = mlflow.MlflowClient(summary["tracking_uri"])
+            for key, value in {"sweep": cell.spec, "cell": cell.label, "config_hash": cell.config_hash,
+                               "cell_status": "done"}.items():
+                client.set_tag(summary["run_id"], key, value)
+            accuracy[cell.label] = 100 * summary["metrics"]["student_test_accuracy"]
+    out = root / "reports"
+    markdown = root / "results" / "what_reproduces.md"
+    render_report(sorted((root / "sweeps").glob("*.yaml")), "smoke", overrides, root / "papers.csv", out, markdown)
+    return {"root": root, "overrides": overrides, "accuracy": accuracy, "out": out, "markdown": markdown,
+            "uri": summary["tracking_uri"]}
+
+
+def groups_of(study, name):
+    cells = expand_cells(load_spec(study["root"] / "sweeps" / f"{name}.yaml"), "smoke", study["overrides"])
+    runs = load_runs(study["uri"], "dpsd")
+    return group_frame(cell_frame(cells, [cell.compose() for cell in cells], runs))
+
+
+def test_every_run_stands_on_the_rung_its_config_says(study):
+    frame = ladder_report.annotate(groups_of(study, "tiny_ladder"))
+    assert list(frame["rung"]) == ["R0", "R1", "R2", "R3", "R4", "R5", "R5"]
+    assert list(frame["ladder"].fillna("")) == ["", "", "", "", "dpsd (label)", "dpsd (label)",
+                                                "dpsd (label, rr_prior=rr_with_prior: not the paper's method)"]
+
+
+def test_each_ladder_has_the_shared_rungs_its_own_rungs_and_the_drop_between_them(study):
+    ladders = ladder_report.ladders(groups_of(study, "tiny_ladder"))
+    assert set(ladders) == {"dpsd (label)", "dpsd (label, rr_prior=rr_with_prior: not the paper's method)"}
+    rows = ladders["dpsd (label)"]
+    table = ladder_report.ladder_table("dpsd (label)", rows)
+    assert list(table["Rung"]) == ["R0", "R1", "R2", "R3", "R4", "R5"]
+    accuracy = {r: float(a) for r, a in zip(table["Rung"], table["Accuracy (%)"])}
+    label = "method=dpsd privacy=label privacy.epsilon=1"
+    assert accuracy["R5"] == pytest.approx(study["accuracy"][f"{label} seed=0"], abs=0.005)
+    assert float(table["Drop (points)"].iloc[5]) == pytest.approx(accuracy["R4"] - accuracy["R5"], abs=0.011)
+    r5 = table.iloc[5]
+    assert r5["ε claimed"] == "1" and r5["ε rigorous"] not in ("∞", "—")  # both ledgers on a private rung
+    assert table.iloc[4]["ε claimed"] == "∞" and table.iloc[4]["ε rigorous"] == "∞"  # R4: no noise
+    assert table.iloc[1]["Queries"] == f"{3 * 16:,}"  # R1: iterations x batch teacher answers
+
+
+def test_the_diagnosis_names_the_largest_drop_with_the_runs_numbers(study):
+    rows = ladder_report.ladders(groups_of(study, "tiny_ladder"))["dpsd (label)"]
+    best = {r: rows[rows["rung"] == r]["accuracy"].max() for r in ladder_report.RUNGS}
+    drops = {(f"R{i - 1}", f"R{i}"): best[f"R{i - 1}"] - best[f"R{i}"] for i in range(1, 6)}
+    (upper, lower), drop = max(drops.items(), key=lambda item: item[1])
+    sentence = ladder_report.diagnosis("dpsd (label)", rows)
+    assert f"between {upper} and {lower}" in sentence and f"{drop:.2f} points" in sentence
+    assert ladder_report.LOSS[lower] in sentence
+
+
+def test_the_query_axis_counts_the_teacher_queries_each_run_made(study):
+    table = ladder_report.query_table(groups_of(study, "tiny_queries"))
+    assert list(table["Queries"]) == [f"{3 * 16:,}", f"{3 * 2 * 16:,}"]
+    assert list(table["Rung"]) == ["R3", "R3"]
+
+
+def test_the_report_writes_ladder_figures_and_the_markdown_readme_links(study):
+    out, markdown = study["out"], study["markdown"].read_text()
+    assert (out / "figures" / "tiny_ladder_dpsd_label.png").stat().st_size > 0
+    assert (out / "figures" / "tiny_queries.png").stat().st_size > 0
+    assert markdown.startswith("# What reproduces so far") and "do not edit" in markdown
+    assert "accuracy is lost" in markdown or "no rung loses" in markdown
+    assert "](../reports/figures/tiny_ladder_dpsd_label.png)" in markdown  # relative to the markdown file
+    assert "### dpsd (label)" in markdown and "| dpsd (label) | R5 |" in markdown
+
+
+def test_report_command_takes_markdown(study, tmp_path, capsys):
+    target = tmp_path / "what.md"
+    main(["report", "--specs", str(study["root"] / "sweeps"), "--reference", str(study["root"] / "papers.csv"),
+          "--out", str(tmp_path / "reports"), "--markdown", str(target), *study["overrides"]])
+    text = target.read_text()
+    assert text.startswith("# What reproduces so far")
+    assert "](reports/figures/tiny_ladder_dpsd_label.png)" in text and (tmp_path / "reports" / "index.html").is_file()
