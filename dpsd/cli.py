@@ -5,7 +5,7 @@
     dpsd privacy-report [overrides] [--vary key=v1,v2,...]
                                      both epsilon ledgers for a run, as JSON, without training;
                                      with --vary (repeatable: a grid), a table over the values
-    dpsd audit mechanism [overrides] [--trials N] [--confidence 0.95]
+    dpsd audit mechanism [overrides] [--trials N] [--confidence 0.95] [--source code|event] [--releases R]
                                      an empirical lower bound on the mechanism's epsilon, as JSON
     dpsd audit model <run id | artifact folder> [key=value ...] [--samples N] [--synthetic M]
                                      membership inference against a run's student, generator and
@@ -174,7 +174,7 @@ def cmd_audit(args: list[str]) -> None:
     if args[:1] == ["model"]:
         return cmd_audit_model(args[1:])
     from dpsd.config import compose, resolve_paths, validate
-    from dpsd.privacy_ops.audit import audit_mechanism, record_audit
+    from dpsd.privacy_ops.audit import SOURCES, audit_code_path, audit_mechanism, record_audit
     from dpsd.privacy_ops.calibrate import calibrate
 
     parser = argparse.ArgumentParser(prog="dpsd audit", description="empirical lower bound on a mechanism's epsilon")
@@ -182,11 +182,17 @@ def cmd_audit(args: list[str]) -> None:
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value")
     parser.add_argument("--trials", type=int, default=100_000, help="runs of the mechanism per world")
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--source", choices=SOURCES, default="code",
+                        help="code: drive the method's own annotator (default); event: sample the planned ledger event")
+    parser.add_argument("--releases", type=int, default=1, help="--source code: teacher queries per trial")
     parsed = parser.parse_intermixed_args(args)
     cfg = compose(parsed.overrides)
     validate(cfg)
     cfg = resolve_paths(calibrate(cfg))
-    result = audit_mechanism(cfg, parsed.trials, parsed.confidence)
+    if parsed.source == "code":
+        result = audit_code_path(cfg, parsed.trials, parsed.confidence, parsed.releases)
+    else:
+        result = audit_mechanism(cfg, parsed.trials, parsed.confidence)
     if cfg.tracking.enabled:
         result["run_id"] = record_audit(cfg, result)
     print(_dumps(result))

@@ -11,6 +11,7 @@ from scipy.stats import ks_2samp
 
 from dpsd.cli import main
 from dpsd.config import compose
+from dpsd.errors import ConfigError
 from dpsd.privacy import mechanisms
 from dpsd.privacy_ops.audit import (
     audit_mechanism,
@@ -92,7 +93,7 @@ def test_indistinguishable_worlds_give_no_bound():
 
 def test_audit_command_prints_json_and_records_an_audit_run(tmp_path, capsys):
     args = ["audit", "mechanism", "privacy.query_epsilon=1", "method.batch_size=2", "method.iterations=1",
-            f"results_dir={tmp_path}", "--trials", "2000"]
+            f"results_dir={tmp_path}", "--trials", "2000", "--source", "event"]
     assert main(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["mechanism"] == "randomized_response" and result["trials"] == 2000
@@ -104,7 +105,56 @@ def test_audit_command_prints_json_and_records_an_audit_run(tmp_path, capsys):
 
 
 def test_audit_of_an_unprotected_release_stops_with_one_line(capsys):
-    assert main(["audit", "mechanism", "method=dpsd_t", "tracking=none"]) == 2
+    assert main(["audit", "mechanism", "method=dpsd_t", "tracking=none", "--source", "event"]) == 2
     err = capsys.readouterr().err.strip()
     assert "needs exactly one Gaussian or randomized-response release kind" in err and "unprotected" in err
     assert len(err.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- the method's own code path (issue 15 item 6)
+
+
+def code_audit(*overrides, releases=1):
+    from dpsd.privacy_ops.audit import audit_code_path
+
+    return audit_code_path(compose(list(overrides)), 20_000, 0.95, releases)
+
+
+DATA = ["method=dpsd", "privacy=data", "privacy.sigma=4", "privacy.beta=0.5", "privacy.stability=0"]
+LABEL = ["method=dpsd", "privacy=label", "privacy.query_epsilon=0.5", "privacy.k=3"]
+
+
+@pytest.mark.parametrize("overrides", [DATA, LABEL, ["method=dp_dfd", "privacy=label", "privacy.query_epsilon=1"],
+                                       ["method=dpdfd", "privacy=data", "privacy.sigma=4", "privacy.beta=0.5"]],
+                         ids=["dpsd-data", "dpsd-label", "dp_dfd", "dpdfd"])
+def test_the_code_path_audit_stays_below_the_events_the_annotator_recorded(overrides):
+    result = code_audit(*overrides, releases=2)
+    assert result["source"] == "code" and result["events_per_trial"][0]["count"] == 2
+    assert result["eps_lower_bound"] <= result["eps_rigorous"]
+
+
+def test_a_planted_noise_bug_in_the_code_makes_the_audit_exceed_the_ledger(monkeypatch):
+    """The Gaussian noise quartered inside the mechanism (its event unchanged): the audit of the
+    annotator training calls bounds epsilon from below above the ledger's eps_rigorous."""
+    real = code_audit(*DATA)
+    assert 0 <= real["eps_lower_bound"] <= real["eps_rigorous"]
+    noise = mechanisms.gaussian_noise
+    monkeypatch.setattr(mechanisms, "gaussian_noise", lambda like, std, rng: noise(like, std / 4, rng))
+    bugged = code_audit(*DATA)
+    assert bugged["eps_rigorous"] == real["eps_rigorous"]  # the ledger does not see the bug
+    assert bugged["eps_lower_bound"] > bugged["eps_rigorous"]
+
+
+def test_a_planted_randomized_response_bug_makes_the_audit_exceed_the_ledger(monkeypatch):
+    """The keep probability computed at 4 eps (the event still says eps)."""
+    real = code_audit(*LABEL)
+    assert real["eps_lower_bound"] <= real["eps_rigorous"]
+    keep = mechanisms.randomized_response_keep_probability
+    monkeypatch.setattr(mechanisms, "randomized_response_keep_probability", lambda eps, k: keep(4 * eps, k))
+    bugged = code_audit(*LABEL)
+    assert bugged["eps_lower_bound"] > bugged["eps_rigorous"] == real["eps_rigorous"]
+
+
+def test_the_code_path_audit_refuses_methods_without_an_annotator():
+    with pytest.raises(ConfigError, match="no annotator"):
+        code_audit("method=pate")

@@ -96,9 +96,14 @@ class Method:
     ``noise_off`` maps each config key that sets the noise of the method's mechanisms to its
     no-noise value (``privacy.noiseless=true``, :func:`dpsd.config.switch_noise_off`); empty: the
     method has no noiseless rung.
+
+    ``annotator_class`` is the class whose instances answer the method's teacher queries, built as
+    ``annotator_class(cfg, num_classes, rng, ledger)`` and called as its trainer calls it;
+    ``dpsd audit mechanism`` drives it (``None``: the method has no annotator, e.g. PATE, DP-SGD).
     """
 
     noise_off: dict[str, float] = {}
+    annotator_class: type | None = None
 
     @staticmethod
     def check_config(cfg: DictConfig) -> None:

@@ -311,6 +311,7 @@ class DpDfd(Method):
 
     check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_dp_dfd_ledger)
+    annotator_class = SelectiveAnnotator
     noise_off = {"privacy.query_epsilon": math.inf}  # selective RR keeps the truth whenever it is in I
 
     @staticmethod

@@ -249,6 +249,7 @@ class DPDFD(DPSD):
 
     check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_dpdfd_ledger)
+    annotator_class = DPDFDAnnotator
 
     def make_trainer(self, ctx: RunContext) -> DPDFDTrainer | DirectTrainer:
         if ctx.cfg.method.train_on == "private":

@@ -191,6 +191,7 @@ class DPSD(Method):
     """Alg. 1; ``method=dpsd_t`` is the same algorithm with the teacher as discriminator."""
 
     plan_ledger = staticmethod(plan_dpsd_ledger)
+    annotator_class = PrivateAnnotator
     # Eq. (4)-(5) with eps = inf keeps the truth inside the student's top-k; Eq. (3) with sigma = 0
     noise_off = {"privacy.query_epsilon": math.inf, "privacy.sigma": 0.0}
 

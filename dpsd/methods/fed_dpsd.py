@@ -293,6 +293,7 @@ class FedDPSD(Method):
 
     check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_fed_dpsd_ledger)
+    annotator_class = PrivateAnnotator  # each client's
     noise_off = DPSD.noise_off
 
     def make_trainer(self, ctx: RunContext) -> FedDPSDTrainer:

@@ -33,7 +33,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import dataclasses
+
 import numpy as np
+import torch
 from omegaconf import DictConfig
 from scipy.stats import beta as beta_dist
 
@@ -123,10 +126,7 @@ def audit_mechanism(cfg: DictConfig, trials: int, confidence: float) -> dict[str
     from dpsd.data import data_info
     from dpsd.methods import METHODS
 
-    if trials < 4:
-        raise ConfigError(f"audit: --trials must be >= 4, got {trials}")
-    if not 0 < confidence < 1:
-        raise ConfigError(f"audit: --confidence must lie in (0, 1), got {confidence}")
+    _check_audit(trials, confidence)
     ledger = METHODS.get(cfg.method.name).plan_ledger(cfg, data_info(cfg))
     events = [event for event in ledger.events if event.count]
     if len(events) != 1 or not isinstance(events[0], (GaussianRelease, RandomizedResponseRelease)):
@@ -146,12 +146,95 @@ def audit_mechanism(cfg: DictConfig, trials: int, confidence: float) -> dict[str
                    for world in (1, -1)]
     summary = ledger.summary(delta)
     return {
-        "method": cfg.method.name, "privacy_mode": cfg.privacy.mode, **mechanism, "releases": event.count,
+        "method": cfg.method.name, "privacy_mode": cfg.privacy.mode, "source": "event", **mechanism,
+        "releases": event.count,
         "trials": trials, "confidence": confidence, "delta": delta,
         **epsilon_lower_bound(samples[0], samples[1], delta, confidence),
         **{key: summary[key] for key in ("eps_claimed", "eps_rigorous", "eps_rigorous_rdp", "eps_rigorous_pld",
                                          "claimed_source")},
     }
+
+
+SOURCES = ("code", "event")
+"""``code``: drive the method's own annotator (:func:`audit_code_path`); ``event``: sample the planned
+ledger event (:func:`audit_mechanism`), for methods without an annotator (PATE, DGD, LP-1ST, DP-SGD)."""
+
+
+def worst_case_logits(num_classes: int, rows: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two neighbouring teachers and the student prior, ``rows`` queries each: the teacher of world
+    +1 answers class 0 on every query and that of world -1 class 1 (a teacher may change every
+    answer when one record changes); the student's prior puts classes 0 and 1 first and the rest far
+    below, so both are in any top-k (k >= 2) and DP-DFD's set I is exactly {0, 1} (its worst case, k = 2)."""
+    plus, minus = torch.zeros(rows, num_classes), torch.zeros(rows, num_classes)
+    plus[:, 0], minus[:, 1] = 10.0, 10.0
+    student = torch.full((rows, num_classes), -10.0)
+    student[:, :2] = 10.0
+    return plus, minus, student
+
+
+def audit_code_path(cfg: DictConfig, trials: int, confidence: float, releases: int) -> dict[str, Any]:
+    """The audit of the method's own annotation code: the annotator class its trainer builds
+    (``Method.annotator_class``), called as training calls it, on two neighbouring worst-case
+    teachers (:func:`worst_case_logits`); each trial is ``releases`` queries.
+
+    Label mode: the annotator's answers; the statistic is #class 0 - #class 1 over a trial's
+    queries (the privacy loss of randomized response divided by its epsilon). Data mode: the noisy
+    output gradients ``private_gradient`` releases; the statistic is their sum projected onto the
+    difference of the two worlds' noiseless gradients (the Gaussian likelihood ratio's sufficient
+    statistic). The bound is compared with ``eps_rigorous`` of the events the annotator itself
+    recorded for one trial: a bug that adds less noise than its event states, or answers at another
+    epsilon, shows as a lower bound above it.
+    """
+    from dpsd.data import data_info
+    from dpsd.methods import METHODS
+    from dpsd.privacy.accounting import Ledger, rigorous_epsilon
+
+    _check_audit(trials, confidence)
+    if releases < 1:
+        raise ConfigError(f"audit: --releases must be >= 1, got {releases}")
+    method = METHODS.get(cfg.method.name)
+    if method.annotator_class is None:
+        raise ConfigError(f"audit mechanism: method {cfg.method.name} has no annotator to drive; use --source event")
+    mode = cfg.privacy.mode
+    if mode not in ("label", "data") or (mode == "data" and cfg.privacy.noise_over != "sample"):
+        raise ConfigError("audit mechanism --source code: needs privacy=label, or privacy=data with "
+                          f"privacy.noise_over=sample (per-row releases); got {mode}")
+    num_classes, rows = data_info(cfg).num_classes, trials * releases
+    plus, minus, student = worst_case_logits(num_classes, rows)
+    statistics, ledgers = [], []
+    for world, teacher in ((1, plus), (-1, minus)):
+        ledger = Ledger()
+        annotator = method.annotator_class(cfg, num_classes, torch.Generator().manual_seed(int(cfg.seed) + world), ledger)
+        with torch.no_grad():
+            if mode == "label":
+                answers = annotator(teacher, student).argmax(dim=1).view(trials, releases)
+                statistic = ((answers == 0).sum(dim=1) - (answers == 1).sum(dim=1)).double()
+            else:
+                clean = [annotator.private_gradient(t[:1], student[:1], noise=False)[0] for t in (plus, minus)]
+                direction = clean[0] - clean[1]
+                direction = direction / direction.norm().clamp_min(1e-12)
+                noisy = annotator.private_gradient(teacher, student)
+                statistic = (noisy @ direction).view(trials, releases).sum(dim=1).double()
+        statistics.append(statistic.numpy())
+        ledgers.append(ledger)
+    # the events one trial realised: each recorded event scaled from all rows to one trial's
+    per_trial = [dataclasses.replace(event, count=event.count * releases // rows) for event in ledgers[0].events]
+    rigorous = rigorous_epsilon(per_trial, float(cfg.privacy.delta))
+    return {
+        "method": cfg.method.name, "privacy_mode": mode, "source": "code",
+        "annotator": method.annotator_class.__name__, "mechanism": per_trial[0].kind if per_trial else "none",
+        "releases": releases, "trials": trials, "confidence": confidence, "delta": float(cfg.privacy.delta),
+        "events_per_trial": [dataclasses.asdict(event) for event in per_trial],
+        **epsilon_lower_bound(statistics[0], statistics[1], float(cfg.privacy.delta), confidence),
+        "eps_rigorous": rigorous["eps_rigorous"], "neighbouring": ledgers[0].neighbouring,
+    }
+
+
+def _check_audit(trials: int, confidence: float) -> None:
+    if trials < 4:
+        raise ConfigError(f"audit: --trials must be >= 4, got {trials}")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"audit: --confidence must lie in (0, 1), got {confidence}")
 
 
 def record_audit(cfg: DictConfig, result: dict[str, Any]) -> str:
@@ -160,5 +243,6 @@ def record_audit(cfg: DictConfig, result: dict[str, Any]) -> str:
 
     tags = {"kind": "audit", "method": cfg.method.name, "privacy_mode": cfg.privacy.mode,
             "mechanism": result["mechanism"]}
-    metrics = {key: result[key] for key in ("eps_lower_bound", "eps_claimed", "eps_rigorous", "trials", "confidence")}
+    metrics = {key: result[key] for key in ("eps_lower_bound", "eps_claimed", "eps_rigorous", "trials", "confidence")
+               if key in result}
     return record_report(cfg, metrics, tags, result, "audit.json")
