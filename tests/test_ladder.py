@@ -245,3 +245,25 @@ def test_rr_with_prior_is_a_labelled_variant_with_its_own_claim_and_a_dominating
 def test_rr_with_prior_is_refused_where_the_method_has_no_top_k_rr(name):
     with pytest.raises(ConfigError, match="rr_prior must be topk"):
         privacy_report(compose([f"method={name}", "privacy=label", "privacy.rr_prior=rr_with_prior"]))
+
+
+# ------------------------------------------------- repair: Eq. (3)'s output step scaled by 1/beta
+
+
+def test_output_step_scale_inverse_bound_moves_the_outputs_by_gamma_and_keeps_both_ledgers():
+    base = ["method=dpdfd", "privacy=data", "privacy.noiseless=true", "privacy.beta=0.005", *GENERIC]
+    paper, repair = compose(base), compose([*base, "method.output_step_scale=inverse_bound"])
+    student_logits, teacher_logits = torch.randn(64, 10), torch.randn(64, 10)
+    moves = []
+    for cfg in (paper, repair):
+        annotate = DPDFDAnnotator(cfg, 10, torch.Generator().manual_seed(0), Ledger())
+        gradient = annotate.private_gradient(teacher_logits, student_logits)
+        stepped = student_logits - torch.log(annotate.step_outputs(student_logits, gradient))  # logits shift + const
+        moves.append((stepped - stepped.mean(dim=1, keepdim=True)).norm(dim=1).max().item())
+    assert moves[0] < 1e-3 < 0.05 < moves[1] <= 0.1 + 1e-4  # gamma * beta vs gamma (the gradient has norm ~beta)
+    plans = [privacy_report(compose(["method=dpdfd", "privacy=data", "privacy.epsilon=1", "privacy.calibrate=claimed", *GENERIC, *extra]))
+             for extra in ([], ["method.output_step_scale=inverse_bound"])]
+    assert (plans[0]["eps_claimed"], plans[0]["eps_rigorous"]) == (plans[1]["eps_claimed"], plans[1]["eps_rigorous"])
+    assert any("not the paper's method" in note for note in plans[1]["notes"])
+    with pytest.raises(ConfigError, match="output_step_scale"):
+        privacy_report(compose(["method=dpsd", "privacy=data", "method.output_step_scale=huge"]))

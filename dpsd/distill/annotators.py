@@ -166,11 +166,18 @@ class PrivateAnnotator:
         )
 
     def step_outputs(self, student_logits: Tensor, noisy_gradient: Tensor) -> Tensor:
-        """Eq. (3)'s step: Phi_s - gamma_s * noisy gradient, as a soft target (post-processing)."""
+        """Eq. (3)'s step: Phi_s - gamma_s * noisy gradient, as a soft target (post-processing).
+
+        ``method.output_step_scale=inverse_bound`` (a labelled repair, not the paper's method) takes
+        the step gamma_s / beta: the bounded gradient has norm <= beta, so the outputs then move by up
+        to gamma_s whatever beta (with beta = 5e-3 and gamma_s = 0.1 Eq. (3) moves them by 5e-4)."""
         method = self.method
         logits = student_logits.detach()
         outputs = logits if method.outputs == "logits" else F.softmax(logits, dim=1)
-        stepped = outputs - float(method.output_step) * noisy_gradient
+        step = float(method.output_step)
+        if method.output_step_scale == "inverse_bound":
+            step = step / float(self.privacy.beta)
+        stepped = outputs - step * noisy_gradient
         return F.softmax(stepped, dim=1) if method.outputs == "logits" else stepped
 
     def _output_gradient(self, teacher_logits: Tensor, student_logits: Tensor) -> tuple[Tensor, Tensor]:

@@ -42,7 +42,7 @@ from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, gradie
 from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
 from dpsd.methods.base import RunContext, Trainer, register_method
-from dpsd.methods.dpsd import DPSD, DPSDTrainer, steps_note
+from dpsd.methods.dpsd import DPSD, DPSDTrainer, output_step_note, steps_note
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
@@ -126,6 +126,7 @@ def plan_dpdfd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     for event in events:
         ledger.record(event)
     steps_note(cfg, ledger)
+    output_step_note(cfg, ledger)
     if privacy.mode != "data":
         return ledger
     n = int(method.teachers) if method.theorem3_n == "teachers" else info.num_classes

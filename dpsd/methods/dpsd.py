@@ -23,6 +23,7 @@ from dpsd.data import DataInfo
 from dpsd.distill.annotators import LABEL_NOTE, PrivateAnnotator, output_gradient_release
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import generator_loss, student_loss_for_generator
+from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, Trainer, register_method
 from dpsd.models import generator_trainable
 from dpsd.privacy import claims
@@ -81,6 +82,7 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     for release in dpsd_releases(cfg, info, DPSD.total_steps(cfg)):
         ledger.record(release)
     steps_note(cfg, ledger)
+    output_step_note(cfg, ledger)
     if privacy.mode == "label" and privacy.rr_prior == "rr_with_prior":
         ledger.claim = claims.rr_with_prior_label_dp(float(privacy.query_epsilon))
         ledger.notes.append("privacy.rr_prior=rr_with_prior: RRWithPrior (Ghazi et al. 2021) replaces Eq. (5)'s "
@@ -105,6 +107,20 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
             "rigorous ledger covers neither (eps_rigorous = inf); the claim is the paper's, for the labels"
         )
     return ledger
+
+
+OUTPUT_STEP_SCALES = ("paper", "inverse_bound")
+
+
+def output_step_note(cfg: DictConfig, ledger: Ledger) -> None:
+    """Checks ``method.output_step_scale`` and marks the repair ``inverse_bound`` (issue 13 item 5)
+    in the ledger: post-processing of the same release, so both ledgers are unchanged."""
+    scale = cfg.method.output_step_scale
+    if scale not in OUTPUT_STEP_SCALES:
+        raise ConfigError(f"method.output_step_scale must be one of {', '.join(OUTPUT_STEP_SCALES)}, got {scale!r}")
+    if scale == "inverse_bound" and cfg.privacy.mode == "data":
+        ledger.notes.append("method.output_step_scale=inverse_bound: Eq. (3)'s step taken as gamma_s / beta on the "
+                            "released gradient (post-processing, same ledgers); a labelled repair, not the paper's method")
 
 
 def steps_note(cfg: DictConfig, ledger: Ledger) -> None:
