@@ -13,9 +13,12 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Optional
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from opacus import GradSampleModule
 from opacus.accountants import create_accountant
 from opacus.accountants.utils import get_noise_multiplier
@@ -27,7 +30,7 @@ from baselines.training import train_on_batches
 from dpsd.data import DataInfo
 from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
-from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, MethodConfig, Optimizer, RunContext, RunResult, register_method
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim
@@ -68,11 +71,27 @@ def opacus_epsilon(accountant_name: str, sigma: float, sample_rate: float, steps
 
 
 STEPS_NOTE = "DP-SGD steps: Poisson-sampled, clipped per-example gradients + Gaussian noise"
+Accountant = Enum("Accountant", "rdp prv")
+
+
+@dataclass
+class DPSGDConfig(MethodConfig):
+    """``conf/method/dpsgd.yaml`` (its comments say what each setting is)."""
+
+    epochs: int = MISSING
+    sample_rate: float = MISSING
+    max_grad_norm: float = MISSING
+    noise_multiplier: Optional[float] = MISSING
+    accountant: Accountant = MISSING
+    optimizer: Optimizer = MISSING
+    lr: float = MISSING
 
 
 @register_method("dpsgd")
 class DPSGD(Method):
     """DP-SGD on the student with Opacus's per-sample gradients, noisy optimiser and accountant."""
+
+    config = DPSGDConfig
 
     @staticmethod
     def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:

@@ -11,14 +11,16 @@ Non-private (the private images are the inputs): eps = inf on both ledgers.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 
 from dpsd import losses
 from dpsd.errors import ConfigError
 from dpsd.data import DataInfo
-from dpsd.methods.base import Method, RunContext, Trainer, register_method
+from dpsd.methods.base import Method, MethodConfig, Optimizer, RunContext, Trainer, register_method
 from dpsd.methods.dpdfd import private_batches
 from dpsd.distill.builders import make_optimizer
 from dpsd.models import build_classifier, xavier_init_
@@ -65,9 +67,20 @@ class KDDataTrainer(Trainer):
         return {"student_loss": loss.item()}
 
 
+@dataclass
+class KDDataConfig(MethodConfig):
+    """``conf/method/kd_data.yaml``."""
+
+    steps_per_iteration: int = MISSING
+    optimizer: Optimizer = MISSING
+    student_lr: float = MISSING
+
+
 @register_method("kd_data")
 class KDData(Method):
     """R1: the student distilled from the teacher on the private training split (non-private)."""
+
+    config = KDDataConfig
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:

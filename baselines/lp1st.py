@@ -8,14 +8,16 @@ those noisy labels. The images are used as they are: the guarantee is label-DP o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch.utils.data import DataLoader
 
 from baselines.training import RelabelledSplit, train_student
 from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
-from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim
@@ -39,9 +41,19 @@ def noisy_labels_release(cfg: DictConfig, info: DataInfo) -> RandomizedResponseR
     )
 
 
+@dataclass
+class LP1STConfig(MethodConfig):
+    """``conf/method/lp1st.yaml``."""
+
+    epochs: int = MISSING
+    lr: float = MISSING
+
+
 @register_method("lp1st")
 class LP1ST(Method):
     """Randomized response on the labels once, then ordinary training (Ghazi et al. 2021)."""
+
+    config = LP1STConfig
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:

@@ -28,16 +28,19 @@ votes, so it may not be published before the smooth-sensitivity analysis (§4.2,
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Optional
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import Tensor
 from torch.utils.data import Subset
 
 from baselines.training import RelabelledSplit, train_student
 from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
-from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
 from dpsd.privacy import pate_analysis
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim, pate_gnmax_data_independent
@@ -45,7 +48,6 @@ from dpsd.privacy.events import GaussianRelease, LaplaceRelease
 from dpsd.privacy import mechanisms
 from dpsd.teachers import add_votes, disjoint_partition, load_or_train_teacher
 
-AGGREGATORS = ("lnmax", "gnmax")
 LNMAX_NOTE = "LNMax: vote counts + Laplace(1/gamma), argmax (Papernot et al. 2017)"
 GNMAX_NOTE = "GNMax: vote counts + N(0, sigma^2), argmax (Papernot et al. 2018)"
 THRESHOLD_NOTE = "Confident-GNMax threshold check: max vote + N(0, sigma1^2) >= T (Papernot et al. 2018, Alg. 1)"
@@ -57,10 +59,8 @@ def aggregator_release(cfg: DictConfig) -> GaussianRelease | LaplaceRelease:
     method = cfg.method
     if method.aggregator == "lnmax":
         return LaplaceRelease(l1_sensitivity=2.0, scale=1 / float(method.gamma), count=int(method.queries), note=LNMAX_NOTE)
-    if method.aggregator == "gnmax":
-        return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=float(method.sigma), count=int(method.queries),
-                               note=GNMAX_NOTE)
-    raise ConfigError(f"method.aggregator must be one of {', '.join(AGGREGATORS)}, got {method.aggregator!r}")
+    return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=float(method.sigma), count=int(method.queries),
+                           note=GNMAX_NOTE)
 
 
 def confident(cfg: DictConfig) -> bool:
@@ -139,9 +139,31 @@ def noisy_argmax(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[
     return noisy.argmax(dim=1), event
 
 
+Aggregator = Enum("Aggregator", "gnmax lnmax")
+
+
+@dataclass
+class PATEConfig(MethodConfig):
+    """``conf/method/pate.yaml`` (its comments say what each setting is)."""
+
+    num_teachers: int = MISSING
+    pool_fraction: float = MISSING
+    queries: int = MISSING
+    aggregator: Aggregator = MISSING
+    sigma: float = MISSING
+    gamma: float = MISSING
+    epochs: int = MISSING
+    lr: float = MISSING
+    confident_threshold: Optional[float] = MISSING
+    sigma1: float = MISSING
+    data_dependent: bool = MISSING
+
+
 @register_method("pate")
 class PATE(Method):
     """Teacher ensemble on disjoint partitions, noisy-argmax labels for pool samples, student on them."""
+
+    config = PATEConfig
 
     @staticmethod
     def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:

@@ -15,13 +15,15 @@ realised events equal the planned ones), and (optionally) ``noise_parameter`` so
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch.utils.data import TensorDataset
 
 from baselines.training import train_student
 from dpsd.data import DataInfo
-from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim
@@ -36,9 +38,21 @@ def answers_release(cfg: DictConfig, info: DataInfo) -> RandomizedResponseReleas
     )
 
 
+@dataclass
+class TemplateConfig(MethodConfig):
+    """``conf/method/template.yaml``: one field per setting (the YAML holds the values)."""
+
+    queries: int = MISSING
+    query_epsilon: float = MISSING
+    epochs: int = MISSING
+    lr: float = MISSING
+
+
 @register_method("template")
 class Template(Method):
     """Teacher labels of random images, privatised by randomized response; student trained on them."""
+
+    config = TemplateConfig
 
     @staticmethod
     def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:

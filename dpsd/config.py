@@ -8,9 +8,9 @@ the problem and the accepted values.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, get_type_hints
 
 import torch
 from hydra import compose as hydra_compose
@@ -119,7 +119,30 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
         raise ConfigError(str(err).splitlines()[0]) from None
     except (ConfigCompositionException, OmegaConfBaseException) as err:
         raise ConfigError(" ".join(str(err).split())) from None
+    check_method_node(cfg)
     return cfg
+
+
+def check_method_node(cfg: DictConfig) -> None:
+    """The method node against its method's dataclass (:class:`dpsd.methods.base.MethodConfig`):
+    a switch outside its Enum or a value of the wrong type is one line naming what is accepted.
+    Keys the dataclass does not declare are left alone (a sweep's shared smoke list adds other
+    methods' keys with ``++``); the config itself is not changed."""
+    from dpsd.methods import METHODS
+
+    config = METHODS.get(cfg.method.name).config
+    try:
+        OmegaConf.merge(OmegaConf.structured(config), _declared(config, cfg.method))
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"method.{err.full_key}: {str(err.msg).splitlines()[0]}") from None
+
+
+def _declared(config: type, node: DictConfig) -> dict:
+    """``node``'s keys that the dataclass ``config`` declares, recursively."""
+    types = get_type_hints(config)
+    return {f.name: _declared(types[f.name], node[f.name])
+            if is_dataclass(types[f.name]) and isinstance(node[f.name], DictConfig) else node[f.name]
+            for f in fields(config) if f.name in node}
 
 
 def switch_noise_off(cfg: DictConfig) -> DictConfig:

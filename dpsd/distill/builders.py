@@ -9,12 +9,12 @@ from torch import nn
 from dpsd.data import DataInfo
 from dpsd.models import build_classifier, generator_from_config, init_generator_, xavier_init_
 
+
 def make_optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+    """``adam``, or ``sgd`` with momentum 0.9 (a config's ``optimizer`` is typed ``Optimizer``)."""
     if name == "adam":
         return torch.optim.Adam(params, lr=lr)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9)
-    raise ValueError(f"unknown optimizer {name!r}; known: adam, sgd")
+    return torch.optim.SGD(params, lr=lr, momentum=0.9)
 
 
 def build_student_and_generator(cfg: DictConfig, info: DataInfo, device: torch.device) -> tuple[nn.Module, nn.Module]:

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
+
 import torch
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 
 from dpsd import losses
 from dpsd.models import penultimate_features
+EntropyForm = Enum("EntropyForm", "batch_mean per_sample")
+ActivationSign = Enum("ActivationSign", "maximize minimize")
+StudentLoss = Enum("StudentLoss", "minimize maximize off")
+
+
+@dataclass
+class GeneratorLossConfig:
+    """``method.generator_loss``: Eq. (8)'s weights (0 switches a term off) and its readings."""
+
+    onehot: float = MISSING
+    entropy: float = MISSING
+    activation: float = MISSING
+    bn_statistics: float = MISSING
+    entropy_form: EntropyForm = MISSING
+    activation_sign: ActivationSign = MISSING
+    student_loss: StudentLoss = MISSING
+
 
 def generator_loss(cfg: DictConfig, discriminator: nn.Module, samples: Tensor) -> Tensor:
     """DPSD Eq. (8): one-hot CE + information entropy + activation norm on the discriminator.
@@ -48,8 +68,4 @@ def student_loss_for_generator(cfg: DictConfig, student: nn.Module, samples: Ten
     if mode == "off":
         return torch.zeros((), device=samples.device)
     loss = losses.soft_cross_entropy(student(samples), targets).mean()
-    if mode == "minimize":
-        return loss
-    if mode == "maximize":
-        return -loss
-    raise ValueError(f"generator_loss.student_loss must be minimize, maximize or off, got {mode!r}")
+    return loss if mode == "minimize" else -loss

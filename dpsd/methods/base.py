@@ -10,10 +10,11 @@ it happens; ``fit`` records the releases as it makes them into ``ctx.ledger``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Callable, Optional
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import nn
 
 from dpsd.data import DataInfo, DataSplits
@@ -22,6 +23,26 @@ from dpsd.registry import Registry
 
 METHODS: Registry[type["Method"]] = Registry("method")
 register_method = METHODS.register
+
+
+@dataclass
+class MethodConfig:
+    """The types of a method's config node (``conf/method/<name>.yaml`` holds the values).
+
+    A method's own dataclass extends this one with a field per setting, its type the only thing it
+    states (``= MISSING``: the value comes from the YAML). A switch is an :class:`~enum.Enum` of the
+    accepted values (``Outputs = Enum("Outputs", "logits probabilities")``), so a value outside it
+    stops :func:`dpsd.config.compose` with one line naming the accepted ones; adding a switch is one
+    field here and one line in the YAML (``tests/test_method_configs.py`` checks the two agree).
+    ``iterations`` and ``batch_size`` are what a scale sets on every method.
+    """
+
+    name: str = MISSING
+    iterations: Optional[int] = None
+    batch_size: Optional[int] = None
+
+
+Optimizer = Enum("Optimizer", "adam sgd")
 
 
 @dataclass
@@ -91,7 +112,8 @@ class Method:
     iteration of their algorithm. The default ``fit`` runs ``total_steps(cfg)`` of them (the one
     iteration loop) and ``python -m dpsd.bench`` times the same step against ``privacy=none``.
     ``check_config`` rejects, before any data is read, settings the method cannot honour;
-    ``noise_parameter`` names what ``privacy.calibrate`` solves for.
+    ``noise_parameter`` names what ``privacy.calibrate`` solves for; ``config`` is the dataclass
+    (a :class:`MethodConfig`) that types the method's config node.
 
     ``noise_off`` maps each config key that sets the noise of the method's mechanisms to its
     no-noise value (``privacy.noiseless=true``, :func:`dpsd.config.switch_noise_off`); empty: the
@@ -104,6 +126,7 @@ class Method:
 
     noise_off: dict[str, float] = {}
     annotator_class: type | None = None
+    config: type[MethodConfig] = MethodConfig
 
     @staticmethod
     def check_config(cfg: DictConfig) -> None:

@@ -26,19 +26,22 @@ eps_0 is ``privacy.query_epsilon`` (privacy=label), so ``privacy.calibrate`` sol
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Subset, TensorDataset
 
 from dpsd.data import DataInfo
 from dpsd.distill.builders import make_optimizer
-from dpsd.distill.generator_losses import generator_loss
+from dpsd.distill.generator_losses import GeneratorLossConfig, generator_loss
 from dpsd.errors import ConfigError
 from dpsd.losses import soft_cross_entropy
-from dpsd.methods.base import Method, RunContext, RunResult, register_method
+from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
 from dpsd.models import (ConvVAE, build_classifier, generator_from_config, generator_trainable, init_generator_,
                          normalize_code, vae_loss, xavier_init_)
 from dpsd.privacy import claims, mechanisms
@@ -46,9 +49,41 @@ from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
 from dpsd.teachers import add_votes, disjoint_partition, load_or_train_teacher
 
-AGGREGATORS = ("laplace", "gaussian")
-VAE_DATA = ("synthetic", "private")
-CODE_PROJECTIONS = ("clamp", "none")
+Aggregator = Enum("Aggregator", "laplace gaussian")
+VaeData = Enum("VaeData", "synthetic private")
+CodeProjection = Enum("CodeProjection", "clamp none")
+
+
+@dataclass
+class DGDConfig(MethodConfig):
+    """``conf/method/dgd.yaml`` (its comments say what each setting is)."""
+
+    aggregator: Aggregator = MISSING
+    sigma: Optional[float] = MISSING
+    num_teachers: int = MISSING
+    member_steps: Optional[int] = MISSING
+    ensemble_eval_size: Optional[int] = MISSING
+    queries: int = MISSING
+    latent_epsilon: float = MISSING
+    latent_dim: int = MISSING
+    code_projection: CodeProjection = MISSING
+    vae_width: int = MISSING
+    vae_epochs: int = MISSING
+    vae_lr: float = MISSING
+    vae_regulariser: bool = MISSING
+    vae_data: VaeData = MISSING
+    pool_fraction: float = MISSING
+    synthetic_count: Optional[int] = MISSING
+    generator_iterations: int = MISSING
+    generator_lr: float = MISSING
+    generator_loss: GeneratorLossConfig = field(default_factory=GeneratorLossConfig)
+    tangent_step: float = MISSING
+    normal_step: float = MISSING
+    tangent_weight: float = MISSING
+    normal_weight: float = MISSING
+    entropy_weight: float = MISSING
+    steps_per_iteration: int = MISSING
+    student_lr: float = MISSING
 
 # ----------------------------------------------------------------------------- configuration
 
@@ -60,9 +95,6 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"method={method.name} needs privacy=label (privacy.query_epsilon is eps_0) or none, got privacy.mode={cfg.privacy.mode!r}")
     if cfg.privacy.rr_prior != "topk":
         raise ConfigError(f"method={method.name} answers by noisy votes: privacy.rr_prior must be topk, got {cfg.privacy.rr_prior!r}")
-    for key, accepted in (("aggregator", AGGREGATORS), ("vae_data", VAE_DATA), ("code_projection", CODE_PROJECTIONS)):
-        if method[key] not in accepted:
-            raise ConfigError(f"method.{key} must be one of {', '.join(accepted)}, got {method[key]!r}")
     if int(method.queries) < 1 or int(method.num_teachers) < 1:
         raise ConfigError(f"method.queries and method.num_teachers must be >= 1, got {method.queries}, {method.num_teachers}")
     if not float(method.latent_epsilon) > 0:
@@ -385,6 +417,7 @@ def train_student(ctx: RunContext, queries: Tensor, targets: Tensor, triples: Te
 class DGD(Method):
     """DGD; ``method=dgd_plus`` is the same pipeline with Gaussian aggregation (``aggregator``)."""
 
+    config = DGDConfig
     check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_dgd_ledger)
     # Eq. (3)'s Laplace (or DGD+'s Gaussian) vote noise and the latent codes' Laplace noise

@@ -18,27 +18,47 @@ is ambiguous are config switches, see ``conf/method/dp_dfd.yaml``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import Tensor
 
 from dpsd import losses
 from dpsd.data import DataInfo
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
-from dpsd.distill.generator_losses import generator_loss, student_loss_for_generator
+from dpsd.distill.generator_losses import GeneratorLossConfig, generator_loss, student_loss_for_generator
 from dpsd.errors import ConfigError
-from dpsd.methods.base import Method, RunContext, Trainer, register_method
+from dpsd.methods.base import Method, MethodConfig, Optimizer, RunContext, Trainer, register_method
 from dpsd.models import generator_trainable
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import PrivacyEvent, RandomizedResponseRelease, UnprotectedRelease
 
 PRIVACY_MODES = ("label", "none")
-KEEP_ANSWERS = ("onehot", "soft")
-FINETUNE_EQ2 = ("teacher", "off")
-STUDENT_LOSSES = ("minimize", "maximize", "off")
+KeepAnswer = Enum("KeepAnswer", "onehot soft")
+FinetuneEq2 = Enum("FinetuneEq2", "teacher off")
+
+
+@dataclass
+class DpDfdConfig(MethodConfig):
+    """``conf/method/dp_dfd.yaml`` (its comments say what each setting is)."""
+
+    stages: int = MISSING
+    samples_per_stage: int = MISSING
+    student_epochs: int = MISSING
+    steps_per_iteration: int = MISSING
+    pretrain_iterations: int = MISSING
+    optimizer: Optimizer = MISSING
+    student_lr: float = MISSING
+    generator_lr: float = MISSING
+    threshold: Any = MISSING  # "paper" or a number in [0, 1)
+    keep_answer: KeepAnswer = MISSING
+    finetune_eq2: FinetuneEq2 = MISSING
+    generator_loss: GeneratorLossConfig = field(default_factory=GeneratorLossConfig)
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -48,12 +68,6 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError(f"method dp_dfd needs privacy=label or privacy=none, got privacy.mode={cfg.privacy.mode!r}")
     if cfg.privacy.rr_prior != "topk":
         raise ConfigError(f"method dp_dfd answers by selective randomized response: privacy.rr_prior must be topk, got {cfg.privacy.rr_prior!r}")
-    for key, accepted in (("keep_answer", KEEP_ANSWERS), ("finetune_eq2", FINETUNE_EQ2)):
-        if method[key] not in accepted:
-            raise ConfigError(f"method.{key} must be one of {', '.join(accepted)}, got {method[key]!r}")
-    if method.generator_loss.student_loss not in STUDENT_LOSSES:
-        raise ConfigError(f"method.generator_loss.student_loss must be one of {', '.join(STUDENT_LOSSES)}, "
-                          f"got {method.generator_loss.student_loss!r}")
     for key in ("stages", "samples_per_stage", "student_epochs", "batch_size"):
         if int(method[key]) < 1:
             raise ConfigError(f"method.{key} must be >= 1, got {method[key]}")
@@ -309,6 +323,7 @@ class DpDfdTrainer(Trainer):
 class DpDfd(Method):
     """DP-DFD, Alg. 1: teacher-pretrained generator, T stages of once-labelled synthetic sets."""
 
+    config = DpDfdConfig
     check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_dp_dfd_ledger)
     annotator_class = SelectiveAnnotator

@@ -28,11 +28,13 @@ C is ``privacy.beta`` (DPSD's normalisation bound, the same quantity) and sigma 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from enum import Enum
 from typing import Iterator
 
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
@@ -42,16 +44,26 @@ from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, gradie
 from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
 from dpsd.methods.base import RunContext, Trainer, register_method
-from dpsd.methods.dpsd import DPSD, DPSDTrainer, output_step_note, steps_note
+from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, output_step_note, steps_note
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, PrivacyEvent, UnprotectedRelease
 from dpsd.teachers import disjoint_partition, load_or_train_teacher
 
-TRAIN_ON = ("synthetic", "private")
-TEACHER_TARGETS = ("argmax", "soft")
-THEOREM3_N = ("teachers", "classes")
+TrainOn = Enum("TrainOn", "synthetic private")
+TeacherTarget = Enum("TeacherTarget", "argmax soft")
+Theorem3N = Enum("Theorem3N", "teachers classes")
+
+
+@dataclass
+class DPDFDConfig(DPSDConfig):
+    """``conf/method/dpdfd.yaml``: DPSD's settings and DPDFD's own."""
+
+    train_on: TrainOn = MISSING
+    teachers: int = MISSING
+    teacher_target: TeacherTarget = MISSING
+    theorem3_n: Theorem3N = MISSING
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -59,9 +71,6 @@ def check_config(cfg: DictConfig) -> None:
     method = cfg.method
     if cfg.privacy.mode == "label":
         raise ConfigError(f"method={method.name} privatises output gradients: use privacy=data (or privacy=none), got privacy=label")
-    for key, accepted in (("train_on", TRAIN_ON), ("teacher_target", TEACHER_TARGETS), ("theorem3_n", THEOREM3_N)):
-        if method[key] not in accepted:
-            raise ConfigError(f"method.{key} must be one of {', '.join(accepted)}, got {method[key]!r}")
     for key, accepted in (("bound", BOUNDS), ("noise_over", NOISE_OVER)):
         if cfg.privacy[key] not in accepted:
             raise ConfigError(f"privacy.{key} must be one of {', '.join(accepted)}, got {cfg.privacy[key]!r}")
@@ -248,6 +257,7 @@ class DirectTrainer(Trainer):
 class DPDFD(DPSD):
     """Alg. 1 (``method=dpdfd``) and direct training on private data (``method=dpdfd_direct``)."""
 
+    config = DPDFDConfig
     check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_dpdfd_ledger)
     annotator_class = DPDFDAnnotator

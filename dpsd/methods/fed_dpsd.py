@@ -16,12 +16,15 @@ the same releases: b answers per iteration). Averaging the answers improves util
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
 from typing import Sequence
+from typing import Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
@@ -29,14 +32,26 @@ from dpsd.data import DataInfo
 from dpsd.distill.annotators import GRADIENT_NOTE, PrivateAnnotator, gradient_sensitivity
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
-from dpsd.methods.dpsd import DPSD, DPSDTrainer, dpsd_releases, plan_dpsd_ledger
+from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, dpsd_releases, plan_dpsd_ledger
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger, rigorous_epsilon
 from dpsd.privacy.events import PrivacyEvent, UnprotectedRelease
 from dpsd.teachers import load_or_train_teacher
 
-BACKENDS = ("local", "ray")
-NOISE_SITES = ("client", "server")
+Backend = Enum("Backend", "local ray")
+NoiseAt = Enum("NoiseAt", "client server")
+
+
+@dataclass
+class FedDPSDConfig(DPSDConfig):
+    """``conf/method/fed_dpsd.yaml``: DPSD's settings and the clients'."""
+
+    num_clients: int = MISSING
+    dirichlet_alpha: float = MISSING
+    clients_backend: Backend = MISSING
+    ray_num_cpus: int = MISSING
+    noise_at: NoiseAt = MISSING
+    client_teacher_steps: Optional[int] = MISSING
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,10 +249,6 @@ class FederatedQuery:
 
 def check_config(cfg: DictConfig) -> None:
     method = cfg.method
-    if method.clients_backend not in BACKENDS:
-        raise ConfigError(f"method.clients_backend must be one of {', '.join(BACKENDS)}, got {method.clients_backend!r}")
-    if method.noise_at not in NOISE_SITES:
-        raise ConfigError(f"method.noise_at must be one of {', '.join(NOISE_SITES)}, got {method.noise_at!r}")
     if int(method.num_clients) < 1:
         raise ConfigError(f"method.num_clients must be >= 1, got {method.num_clients}")
     if cfg.privacy.mode == "data" and method.noise_at == "server" and cfg.privacy.get("noise_over", "sample") != "sample":
@@ -291,6 +302,7 @@ class FedDPSDTrainer(DPSDTrainer):
 class FedDPSD(Method):
     """Alg. 2: DPSD's server loop with the clients' averaged privatised answers as annotations."""
 
+    config = FedDPSDConfig
     check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_fed_dpsd_ledger)
     annotator_class = PrivateAnnotator  # each client's
