@@ -7,6 +7,9 @@
                                      with --vary (repeatable: a grid), a table over the values
     dpsd audit mechanism [overrides] [--trials N] [--confidence 0.95] [--source code|event] [--releases R]
                                      an empirical lower bound on the mechanism's epsilon, as JSON
+    dpsd audit run [overrides] [--canaries M] [--confidence 0.95]
+                                     one-run canary audit (Steinke, Nasr, Jagielski 2023): an epsilon
+                                     lower bound from M mislabelled canaries, beside both ledgers
     dpsd audit model <run id | artifact folder> [key=value ...] [--samples N] [--synthetic M]
                                      membership inference against a run's student, generator and
                                      teacher (AUC, TPR at FPR 1% and 0.1%), as JSON
@@ -170,9 +173,36 @@ def cmd_audit_model(args: list[str]) -> None:
     print(_dumps(result))
 
 
+def cmd_audit_run(args: list[str]) -> None:
+    from dpsd.config import compose, resolve_paths, validate
+    from dpsd.privacy_ops.calibrate import calibrate
+    from dpsd.privacy_ops.canary import audit_one_run
+
+    parser = argparse.ArgumentParser(prog="dpsd audit run", description="one-run canary audit (Steinke et al. 2023)")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value")
+    parser.add_argument("--canaries", type=int, default=500, help="mislabelled private records, each in with probability 1/2")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--synthetic", type=int, default=2000, help="generated samples for the generator's distance score")
+    parsed = parser.parse_intermixed_args(args)
+    cfg = compose(parsed.overrides)
+    validate(cfg)
+    cfg = resolve_paths(calibrate(cfg))
+    result = audit_one_run(cfg, parsed.canaries, parsed.confidence, parsed.synthetic)
+    if cfg.tracking.enabled:
+        from dpsd import tracking
+
+        tags = {"kind": "audit", "target": "run", "method": cfg.method.name, "neighbouring": result["neighbouring"]}
+        metrics = {key: result[key] for key in ("eps_lower_bound", "eps_claimed", "eps_rigorous", "canaries",
+                                                "student_test_accuracy")}
+        result["run_id"] = tracking.record_report(cfg, metrics, tags, result, "canary_audit.json")
+    print(_dumps(result))
+
+
 def cmd_audit(args: list[str]) -> None:
     if args[:1] == ["model"]:
         return cmd_audit_model(args[1:])
+    if args[:1] == ["run"]:
+        return cmd_audit_run(args[1:])
     from dpsd.config import compose, resolve_paths, validate
     from dpsd.privacy_ops.audit import SOURCES, audit_code_path, audit_mechanism, record_audit
     from dpsd.privacy_ops.calibrate import calibrate
