@@ -267,3 +267,26 @@ def test_output_step_scale_inverse_bound_moves_the_outputs_by_gamma_and_keeps_bo
     assert any("not the paper's method" in note for note in plans[1]["notes"])
     with pytest.raises(ConfigError, match="output_step_scale"):
         privacy_report(compose(["method=dpsd", "privacy=data", "method.output_step_scale=huge"]))
+
+
+# ------------------------------------------- repair: warm-start the student on R2's noise inputs
+
+
+def test_warm_start_annotates_noise_through_the_same_mechanism_first_and_leaves_the_generator(results_dir, run_as_planned):
+    cfg = tiny(results_dir, "dpsd", "label", "method.warm_start_steps=2")
+    data = load_data(cfg)
+    net, _ = load_or_train_teacher(cfg, data, torch.device("cpu"))
+    ctx = RunContext(cfg=cfg, data=data, teachers=[net], device=torch.device("cpu"),
+                     rng=torch.Generator().manual_seed(0), ledger=Ledger())
+    trainer = METHODS.get("dpsd")().make_trainer(ctx)
+    before = [p.clone() for p in trainer.generator.parameters()]
+    assert "generator_loss" not in trainer.step() and "generator_loss" not in trainer.step()
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.generator.parameters()))
+    assert "generator_loss" in trainer.step()  # the method's own loop from step 3 on
+    assert trainer.queries == 3 * 32 and sum(event.count for event in ctx.ledger.events) == 3 * 32
+    metrics, ledger = run_as_planned(tiny(results_dir, "dpsd_t", "label", "method.warm_start_steps=2"))
+    unprotected = [event for event in ledger["events"] if event["kind"] == "unprotected"]
+    assert sum(event["count"] for event in unprotected) == 1  # DPSD-T's generator: 3 steps - 2 warm
+    assert any("not the paper's method" in note for note in ledger["notes"])
+    with pytest.raises(ConfigError, match="warm_start_steps"):
+        privacy_report(compose(["method=dpsd", "method.warm_start_steps=5", *GENERIC]))

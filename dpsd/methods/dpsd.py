@@ -25,8 +25,9 @@ from dpsd.data import DataInfo
 from dpsd.distill.annotators import LABEL_NOTE, PrivateAnnotator, output_gradient_release
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import GeneratorLossConfig, generator_loss, student_loss_for_generator
+from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, MethodConfig, Optimizer, RunContext, Trainer, register_method
-from dpsd.models import generator_trainable
+from dpsd.models import GaussianNoise, generator_trainable
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import PrivacyEvent, RandomizedResponseRelease, UnprotectedRelease
@@ -48,6 +49,7 @@ class DPSDConfig(MethodConfig):
     generator_lr: float = MISSING
     output_step: float = MISSING
     output_step_scale: OutputStepScale = MISSING
+    warm_start_steps: int = MISSING
     student_steps: int = MISSING
     outputs: Outputs = MISSING
     distillation_loss: DistillationLoss = MISSING
@@ -87,8 +89,8 @@ def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Priv
         ))
     elif privacy.mode == "data":
         releases.append(output_gradient_release(cfg, iterations))
-    if cfg.method.discriminator == "teacher" and generator_trainable(cfg):
-        releases.append(dpsd_t_generator_release(iterations))
+    if cfg.method.discriminator == "teacher" and generator_trainable(cfg):  # no update while warming up
+        releases.append(dpsd_t_generator_release(max(0, iterations - int(cfg.method.warm_start_steps))))
     return releases
 
 
@@ -146,7 +148,15 @@ def output_step_note(cfg: DictConfig, ledger: Ledger) -> None:
 def steps_note(cfg: DictConfig, ledger: Ledger) -> None:
     """With ``method.steps_per_iteration`` s > 1 the rigorous ledger counts all T * s steps' queries,
     while the paper's formula (the claim) keeps its T iterations."""
-    steps = int(cfg.method.steps_per_iteration)
+    steps, warm = int(cfg.method.steps_per_iteration), int(cfg.method.warm_start_steps)
+    if not 0 <= warm <= int(cfg.method.iterations) * steps:
+        raise ConfigError(f"method.warm_start_steps must lie in [0, {int(cfg.method.iterations) * steps}] "
+                          f"(the run's steps), got {warm}")
+    if warm:
+        ledger.notes.append(
+            f"method.warm_start_steps={warm}: the first {warm} steps annotate fresh N(0, 1) images instead of "
+            "generator samples, through the same mechanism (counted like every step), and leave the generator "
+            "as it is; a labelled repair, not the paper's method")
     if steps > 1:
         ledger.notes.append(
             f"method.steps_per_iteration={steps}: an iteration is {steps} steps, each querying the teacher; "
@@ -176,6 +186,9 @@ class DPSDTrainer(Trainer):
             generator_params = list(self.generator.parameters()) + ([self.latents] if self.latents.requires_grad else [])
             self.generator_opt = make_optimizer(method.optimizer, generator_params, method.generator_lr)
         self.queries = 0  # teacher queries made (samples annotated)
+        # method.warm_start_steps (a labelled repair): the first steps' samples are N(0, 1) images (R2's)
+        self.warm_start = GaussianNoise(info.channels, info.image_size, int(cfg.seed))
+        self.steps_done = 0
         self.annotate = PrivateAnnotator(cfg, info.num_classes, rng, ctx.ledger)
         self.query = query or self.query_teacher
         self.discriminator = self.teacher if method.discriminator == "teacher" else self.student
@@ -187,7 +200,9 @@ class DPSDTrainer(Trainer):
             self.latents = torch.randn(self.latents.shape, generator=self.rng, device=self.latents.device)
         # (1) synthetic data. The generator does not change before line 6 of Alg. 1 uses the same x
         # again, so one forward pass (with its graph) serves both.
-        samples = self.generator(self.latents)
+        warming = self.steps_done < int(method.warm_start_steps)
+        samples = (self.warm_start if warming else self.generator)(self.latents)
+        self.steps_done += 1
         # (2) private annotation: the only place the teacher is queried; the mechanism's event is
         # recorded by the annotator that ran it.
         with torch.no_grad():
@@ -199,7 +214,7 @@ class DPSDTrainer(Trainer):
             self.student_opt.zero_grad(set_to_none=True)
             student_loss.backward()
             self.student_opt.step()
-        if not self.trains_generator:
+        if warming or not self.trains_generator:
             return {"student_loss": student_loss.item()}
         # (4) generator and latent update with L_s + L_g (Alg. 1 line 6), on the updated student.
         gen_loss = generator_loss(cfg, self.discriminator, samples)

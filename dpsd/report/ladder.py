@@ -40,7 +40,7 @@ LOSS = {
 }
 COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Drop (points)", "ε claimed", "ε rigorous",
            "Queries", "Seeds")
-VARIANTS = (("privacy.rr_prior", "topk"), ("method.output_step_scale", "paper"))  # switches whose non-default value is a labelled variant
+VARIANTS = (("privacy.rr_prior", "topk"), ("method.output_step_scale", "paper"), ("method.warm_start_steps", 0))  # switches whose non-default value is a labelled variant
 
 
 def rung(cfg: DictConfig) -> str:
