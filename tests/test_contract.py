@@ -14,7 +14,7 @@ from dpsd.experiment import privacy_report, run_experiment
 from dpsd.methods import METHODS
 
 TEACHER = ["model.teacher.recipe.steps=30", "device=cpu"]
-GENERIC = ["method.iterations=4", "method.batch_size=32"]
+GENERIC = ["++method.iterations=4", "++method.batch_size=32"]  # ++: the teacher has neither
 TINY = {
     "lp1st": ["method.epochs=1"],
     "dpsgd": ["method.epochs=1", "method.sample_rate=0.05", "method.noise_multiplier=1.0"],

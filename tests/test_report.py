@@ -23,7 +23,7 @@ from dpsd.report import render_report
 from dpsd.report.runs import load_runs
 from dpsd.sweep.spec import expand_cells, load_spec
 
-TINY = ["device=cpu", "method.iterations=2", "method.batch_size=16", "model.teacher.recipe.steps=30"]
+TINY = ["device=cpu", "++method.iterations=2", "++method.batch_size=16", "model.teacher.recipe.steps=30"]
 SPEC = """
 name: tiny_curve
 paper: dpsd

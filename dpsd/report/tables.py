@@ -29,7 +29,8 @@ COLUMNS = ("Row", "Cell", "Dataset", "ε (target)", "Reported", "Reproduced", "D
            "ε claimed", "ε rigorous", "Neighbouring", "δ", "Seeds", "Code")
 SCALE_LINES = {
     "smoke": "smoke scale: not comparable to the paper's hyper-parameters",
-    "paper": "paper scale: the papers' hyper-parameters",
+    "laptop": "laptop scale: the smallest sizes at which the methods learn on 2 CPU cores, not the papers'",
+    "paper": "paper scale: each paper's hyper-parameters for its own methods",
 }
 
 
