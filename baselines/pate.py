@@ -46,7 +46,8 @@ from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim, pate_gnmax_data_independent
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease
 from dpsd.privacy import mechanisms
-from dpsd.teachers import add_votes, disjoint_partition, load_or_train_teacher
+from dpsd.ensembles import images_and_labels, load_or_train_members, member_predictions, vote_counts
+from dpsd.teachers import disjoint_partition
 
 LNMAX_NOTE = "LNMax: vote counts + Laplace(1/gamma), argmax (Papernot et al. 2017)"
 GNMAX_NOTE = "GNMax: vote counts + N(0, sigma^2), argmax (Papernot et al. 2018)"
@@ -203,12 +204,11 @@ class PATE(Method):
         cfg, data, device = ctx.cfg, ctx.data, ctx.device
         parts, pool = partition(cfg, len(data.train))
         queried = Subset(data.train, pool[: int(cfg.method.queries)])
-        votes = torch.zeros(len(queried), data.num_classes, device=device)
-        for i, part in enumerate(parts):
-            # the member key carries the split, so a cached teacher never saw the pool
-            member = f"{i}/{len(parts)}, pool {cfg.method.pool_fraction:g}"
-            teacher, _ = load_or_train_teacher(cfg, data, device, member=member, subset=part)
-            add_votes(votes, teacher, queried, device)
+        # the member key carries the split, so a cached teacher never saw the pool
+        names = [f"{i}/{len(parts)}, pool {cfg.method.pool_fraction:g}" for i in range(len(parts))]
+        members = load_or_train_members(cfg, data, device, parts, names)
+        query_images, _ = images_and_labels(data.train, pool[: int(cfg.method.queries)])
+        votes = vote_counts(member_predictions(members, query_images, device), data.num_classes)
         answered = torch.ones(len(votes), dtype=torch.bool, device=device)
         if confident(cfg):
             answered, event = confident_mask(votes, cfg, ctx.rng)

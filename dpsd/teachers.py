@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
 from dpsd.data import DataSplits
@@ -111,46 +111,40 @@ def disjoint_partition(size: int, parts: int, pool_size: int, seed: int) -> tupl
     return [private[i::parts] for i in range(parts)], order[:pool_size]
 
 
-def add_votes(votes: torch.Tensor, teacher: nn.Module, dataset: Dataset, device: torch.device, batch_size: int = 512) -> None:
-    """Add ``teacher``'s argmax vote for each image of ``dataset`` to ``votes`` (n x classes) in place:
-    the vote counts V_k(x) of PATE and DGD Eq. (3)."""
-    if len(dataset) == 0:
-        return
-    with torch.no_grad():
-        predictions = torch.cat([teacher(x.to(device)).argmax(dim=1) for x, *_ in DataLoader(dataset, batch_size=batch_size)])
-    votes[torch.arange(len(predictions), device=votes.device), predictions.to(votes.device)] += 1
+def save_teacher(cfg: DictConfig, member: str, model: nn.Module, test_accuracy: float | None) -> Path:
+    """Store ``model`` in the teacher cache under ``teacher_key(cfg, member)``; returns the path."""
+    key = teacher_key(cfg, member)
+    path = teacher_cache_dir(cfg) / key.filename
+    _write_atomically(path, {"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": test_accuracy})
+    return path
 
 
-def load_or_train_teacher(
-    cfg: DictConfig, data: DataSplits, device: torch.device, member: str = "full", subset: list[int] | None = None,
-) -> tuple[nn.Module, dict]:
-    """The teacher for ``cfg`` (from cache, or trained on the private split and cached).
+def load_or_train_teacher(cfg: DictConfig, data: DataSplits, device: torch.device) -> tuple[nn.Module, dict]:
+    """The full-data teacher for ``cfg`` (from cache, or trained on the private split and cached).
 
-    Returns the model in eval mode and a record ``{"path", "cached", "test_accuracy"}``.
-    ``subset`` restricts training to those private indices (ensemble members, PATE, DGD).
+    Returns the model in eval mode and a record ``{"path", "cached", "test_accuracy"}``. Ensemble
+    members (trained on parts of the split) come from :mod:`dpsd.ensembles`.
     """
     teacher_cfg = cfg.model.teacher
-    key = teacher_key(cfg, member)
-    cache_dir = teacher_cache_dir(cfg)
-    path = cache_dir / key.filename
-    # Seeded initial weights, whatever ran before (an ensemble member built mid-run included); the
-    # caller's random stream is left as it was, whether the teacher is cached or trained.
+    key = teacher_key(cfg)
+    path = teacher_cache_dir(cfg) / key.filename
+    # Seeded initial weights, whatever ran before; the caller's random stream is left as it was,
+    # whether the teacher is cached or trained.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(cfg.seed))
         model = build_classifier(teacher_cfg.arch, data.channels, data.image_size, data.num_classes, teacher_cfg.pretrained)
-    stored = _read_cached(path)
+    stored = read_cached(path)
     if stored is not None:
         model.load_state_dict(stored["state_dict"])
         return model.to(device).eval(), {"path": str(path), "cached": True, "test_accuracy": stored["test_accuracy"]}
-    train_set = data.train if subset is None else Subset(data.train, subset)
     with torch.random.fork_rng(devices=[]):
-        train_classifier(model, train_set, teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch} ({member})")
+        train_classifier(model, data.train, teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch}")
     accuracy = evaluate_accuracy(model, data.test, device)
-    _write_atomically(path, {"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": accuracy})
+    save_teacher(cfg, "full", model, accuracy)
     return model, {"path": str(path), "cached": False, "test_accuracy": accuracy}
 
 
-def _read_cached(path: Path) -> dict | None:
+def read_cached(path: Path) -> dict | None:
     """The cached teacher at ``path``; None when there is none, or (with a one-line warning) when
     the file is truncated or unreadable, so the caller retrains it."""
     if not path.exists():

@@ -47,7 +47,8 @@ from dpsd.models import (ConvVAE, build_classifier, generator_from_config, gener
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
-from dpsd.teachers import add_votes, disjoint_partition, load_or_train_teacher
+from dpsd.ensembles import load_or_train_members, member_predictions, vote_counts
+from dpsd.teachers import disjoint_partition
 
 Aggregator = Enum("Aggregator", "laplace gaussian")
 VaeData = Enum("VaeData", "synthetic private")
@@ -241,19 +242,18 @@ def evaluation_split(ctx: RunContext) -> Dataset:
 
 def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: Tensor) -> tuple[Tensor, Tensor, float]:
     """Step 1 and the vote counts of Eq. (3): each member trained (or loaded) on its subset votes on
-    ``queries`` and on the test split. Returns (query votes, test votes, mean member test accuracy).
-    The member key ``"i/n, pool f"`` is PATE's and DPDFD's: one cached member per split."""
+    ``queries`` and on the evaluation split. Returns (query votes, evaluation votes, the members' mean
+    accuracy on the evaluation split). The member key ``"i/n, pool f"`` is PATE's and DPDFD's: one
+    cached member per split."""
     cfg, data, device = member_config(ctx.cfg), ctx.data, ctx.device
+    names = [f"{i}/{len(parts)}{tag}" for i in range(len(parts))]
+    members = load_or_train_members(cfg, data, device, parts, names)
     test = evaluation_split(ctx)
-    query_votes = torch.zeros(len(queries), data.num_classes, device=device)
-    test_votes = torch.zeros(len(test), data.num_classes, device=device)
-    accuracy = 0.0
-    for i, part in enumerate(parts):
-        teacher, record = load_or_train_teacher(cfg, data, device, member=f"{i}/{len(parts)}{tag}", subset=part)
-        add_votes(query_votes, teacher, TensorDataset(queries), device)
-        add_votes(test_votes, teacher, test, device)
-        accuracy += record["test_accuracy"] / len(parts)
-    return query_votes, test_votes, accuracy
+    test_images, test_labels = images_of(test), labels_of(test)
+    test_predictions = member_predictions(members, test_images, device)
+    accuracy = float((test_predictions.cpu() == test_labels).float().mean())
+    query_votes = vote_counts(member_predictions(members, queries, device), data.num_classes)
+    return query_votes, vote_counts(test_predictions, data.num_classes), accuracy
 
 
 def query_targets(votes: Tensor, cfg: DictConfig, rng: torch.Generator, ledger: Ledger) -> Tensor:
@@ -309,6 +309,10 @@ def synthesise(ctx: RunContext, generator: nn.Module, count: int) -> Tensor:
 
 def images_of(dataset: Dataset) -> Tensor:
     return torch.cat([x for x, *_ in DataLoader(dataset, batch_size=1024)])
+
+
+def labels_of(dataset: Dataset) -> Tensor:
+    return torch.cat([torch.as_tensor(y) for _, y in DataLoader(dataset, batch_size=1024)])
 
 
 def train_vae(ctx: RunContext, images: Tensor) -> ConvVAE:
@@ -448,7 +452,7 @@ class DGD(Method):
         votes, test_votes, member_accuracy = ensemble_votes(ctx, parts, tag, queries)
         targets = query_targets(votes, cfg, ctx.rng, ctx.ledger)
         labels = targets.argmax(dim=1)
-        test_labels = torch.as_tensor([int(y) for _, y in evaluation_split(ctx)], device=test_votes.device)
+        test_labels = labels_of(evaluation_split(ctx)).to(test_votes.device)
         metrics["ensemble_test_accuracy"] = float((test_votes.argmax(dim=1) == test_labels).float().mean())
         metrics["member_mean_test_accuracy"] = member_accuracy
         metrics["label_agreement"] = float((labels == votes.argmax(dim=1)).float().mean())

@@ -49,7 +49,8 @@ from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, PrivacyEvent, UnprotectedRelease
-from dpsd.teachers import disjoint_partition, load_or_train_teacher
+from dpsd.ensembles import load_or_train_members
+from dpsd.teachers import disjoint_partition
 
 TrainOn = Enum("TrainOn", "synthetic private")
 TeacherTarget = Enum("TeacherTarget", "argmax soft")
@@ -192,8 +193,7 @@ class TeacherEnsemble(nn.Module):
 def ensemble_members(ctx: RunContext, n: int) -> list[nn.Module]:
     """n teachers on disjoint partitions of the private split (via the teacher cache)."""
     parts, _ = disjoint_partition(len(ctx.data.train), n, 0, int(ctx.cfg.seed))
-    return [load_or_train_teacher(ctx.cfg, ctx.data, ctx.device, member=f"{i}/{n}, pool 0", subset=part)[0].eval()
-            for i, part in enumerate(parts)]
+    return load_or_train_members(ctx.cfg, ctx.data, ctx.device, parts, [f"{i}/{n}, pool 0" for i in range(n)])
 
 
 class DPDFDTrainer(DPSDTrainer):

@@ -36,7 +36,7 @@ from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, dpsd_releases, plan
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger, rigorous_epsilon
 from dpsd.privacy.events import PrivacyEvent, UnprotectedRelease
-from dpsd.teachers import load_or_train_teacher
+from dpsd.ensembles import load_or_train_members
 
 Backend = Enum("Backend", "local ray")
 NoiseAt = Enum("NoiseAt", "client server")
@@ -317,10 +317,8 @@ class FedDPSD(Method):
         client_cfg = cfg.copy()
         if method.client_teacher_steps is not None:  # a client holds 1/m of the data: fewer steps do
             client_cfg.model.teacher.recipe.steps = int(method.client_teacher_steps)
-        teachers = [
-            load_or_train_teacher(client_cfg, data, device, member=client_member(i, cfg), subset=part)[0]
-            for i, part in enumerate(parts)
-        ]
+        teachers = load_or_train_members(client_cfg, data, device, parts,
+                                         [client_member(i, cfg) for i in range(len(parts))])
         # each client's mechanism has its own randomness, the same whichever backend runs it
         seeds = [int(cfg.seed) * 1000 + 1 + i for i in range(len(teachers))]
         if method.clients_backend == "ray":

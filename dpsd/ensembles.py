@@ -1,0 +1,186 @@
+"""Teacher ensembles: n members, each trained on its own disjoint part of the private split with its
+own seed (PATE's teachers, DGD's discriminative stream, DPDFD's §4.4 teachers, FedDPSD's clients).
+
+Two backends give the same members (``model.teacher.ensemble.backend``):
+
+* ``serial``: one member after another, through :func:`dpsd.teachers.train_classifier`;
+* ``vmap``: the members of a chunk as one batched model, ``torch.func.stack_module_state`` +
+  ``vmap(functional_call)``, one optimiser step for all of them. Each member sees the batches its
+  serial loader would (the same seeded ``DataLoader`` over its part's indices), its loss is its own
+  mean cross-entropy (the sum over members keeps each member's gradient its own), and Adam and the
+  one-cycle schedule act element-wise, so a member's weights follow the serial ones up to float
+  rounding. ``auto`` takes ``vmap`` on a GPU and ``serial`` on a CPU, where batched (grouped)
+  convolutions measured slower than one member after another.
+
+Members are cached one file each under the key the serial path uses, whichever backend trained
+them. A member's record carries no test accuracy: scoring n members on the whole test split would
+cost more than training them; callers score the members on the images they need.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+from torch import Tensor, nn
+from torch.func import functional_call, stack_module_state, vmap
+from torch.utils.data import DataLoader, Dataset, Subset
+
+from dpsd.data import DataSplits
+from dpsd.errors import ConfigError
+from dpsd.models import build_classifier
+from dpsd.teachers import read_cached, save_teacher, teacher_cache_dir, teacher_key, train_classifier
+
+BACKENDS = ("auto", "serial", "vmap")
+
+
+def member_seed(seed: int, index: int) -> int:
+    """Member ``index``'s own seed (initial weights and batch order), derived from the run's ``seed``."""
+    return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1)[0])
+
+
+def backend(cfg: DictConfig, device: torch.device) -> str:
+    name = str(cfg.model.teacher.ensemble.backend)
+    if name not in BACKENDS:
+        raise ConfigError(f"model.teacher.ensemble.backend must be one of {', '.join(BACKENDS)}, got {name!r}")
+    if name == "auto":
+        return "vmap" if device.type == "cuda" else "serial"
+    return name
+
+
+def _member_cfg(cfg: DictConfig, index: int) -> DictConfig:
+    member = cfg.copy()
+    member.seed = member_seed(int(cfg.seed), index)
+    return member
+
+
+def _fresh_member(cfg: DictConfig, data: DataSplits) -> nn.Module:
+    teacher = cfg.model.teacher
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(cfg.seed))
+        return build_classifier(teacher.arch, data.channels, data.image_size, data.num_classes, teacher.pretrained)
+
+
+def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.device, parts: list[list[int]],
+                          names: list[str]) -> list[nn.Module]:
+    """Member ``i`` trained on ``parts[i]`` with seed ``member_seed(seed, i)`` and cached under the
+    member key ``names[i]`` (which must say which split it was trained on); returned in eval mode."""
+    chosen = backend(cfg, device)
+    configs = [_member_cfg(cfg, i) for i in range(len(parts))]
+    members: list[nn.Module | None] = []
+    for member_cfg, name in zip(configs, names):
+        stored = read_cached(teacher_cache_dir(cfg) / teacher_key(member_cfg, name).filename)
+        if stored is not None:
+            model = _fresh_member(member_cfg, data)
+            model.load_state_dict(stored["state_dict"])
+            members.append(model.to(device).eval())
+        else:
+            members.append(None)
+    pending = [i for i, model in enumerate(members) if model is None]
+    if chosen == "serial":
+        for i in pending:
+            model = _fresh_member(configs[i], data)
+            with torch.random.fork_rng(devices=[]):
+                train_classifier(model, Subset(data.train, parts[i]), cfg.model.teacher.recipe, device,
+                                 int(configs[i].seed), desc=f"member {names[i]}")
+            members[i] = model
+    else:
+        trained = _train_vmap(cfg, data, device, [configs[i] for i in pending], [parts[i] for i in pending])
+        for i, model in zip(pending, trained):
+            members[i] = model
+    for i in pending:
+        save_teacher(configs[i], names[i], members[i], test_accuracy=None)
+    return [model.eval() for model in members]
+
+
+def _loader(size: int, batch_size: int, seed: int) -> DataLoader:
+    """The index batches :func:`dpsd.teachers.train_classifier`'s loader draws for a part of ``size``."""
+    return DataLoader(range(size), batch_size=batch_size, shuffle=True,
+                      generator=torch.Generator().manual_seed(seed), drop_last=size > batch_size)
+
+
+def _endless(loader: DataLoader) -> Iterator[Tensor]:
+    """Reshuffled epochs of ``loader`` without end, as :func:`dpsd.teachers.train_classifier` draws them."""
+    while True:
+        yield from loader
+
+
+def images_and_labels(dataset: Dataset, indices: list[int]) -> tuple[Tensor, Tensor]:
+    """The images and labels of ``dataset[indices]`` (sliced from memory where the split is held there)."""
+    tensors = getattr(dataset, "tensors", None)
+    if tensors is not None:
+        index = torch.as_tensor(indices, dtype=torch.long)
+        return tensors[0][index], tensors[1][index].long()
+    items = [dataset[i] for i in indices]
+    return torch.stack([x for x, _ in items]), torch.as_tensor([int(y) for _, y in items])
+
+
+def _train_vmap(cfg: DictConfig, data: DataSplits, device: torch.device, configs: list[DictConfig],
+                parts: list[list[int]]) -> list[nn.Module]:
+    """Members grouped by their batch size (a part smaller than a batch is one whole batch), trained
+    ``model.teacher.ensemble.chunk`` at a time as one batched model."""
+    recipe = cfg.model.teacher.recipe
+    batch = int(recipe.batch_size)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, part in enumerate(parts):
+        groups[min(batch, len(part))].append(i)
+    chunk = int(cfg.model.teacher.ensemble.chunk)
+    trained: dict[int, nn.Module] = {}
+    for indices in groups.values():
+        for start in range(0, len(indices), chunk):
+            selected = indices[start:start + chunk]
+            models = _train_chunk(data, device, recipe, [configs[i] for i in selected], [parts[i] for i in selected])
+            trained.update(zip(selected, models))
+    return [trained[i] for i in range(len(parts))]
+
+
+def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, configs: list[DictConfig],
+                 parts: list[list[int]]) -> list[nn.Module]:
+    models = [_fresh_member(member_cfg, data).to(device).train() for member_cfg in configs]
+    params, buffers = stack_module_state(models)
+    skeleton = copy.deepcopy(models[0]).to("meta")
+
+    def member_loss(p: dict, b: dict, x: Tensor, y: Tensor) -> Tensor:
+        return F.cross_entropy(functional_call(skeleton, (p, b), (x,)), y)
+
+    batched_loss = vmap(member_loss, randomness="different")
+    images = [images_and_labels(data.train, part) for part in parts]
+    images = [(x.to(device), y.to(device)) for x, y in images]
+    streams = [_endless(_loader(len(part), int(recipe.batch_size), int(member_cfg.seed)))
+               for part, member_cfg in zip(parts, configs)]
+    steps = int(recipe.steps)
+    optimizer = torch.optim.Adam(list(params.values()), lr=float(recipe.lr), weight_decay=float(recipe.weight_decay))
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=float(recipe.lr), total_steps=steps)
+    for _ in range(steps):
+        batches = [next(stream).to(device) for stream in streams]
+        x = torch.stack([xs[index] for (xs, _), index in zip(images, batches)])
+        y = torch.stack([ys[index] for (_, ys), index in zip(images, batches)])
+        loss = batched_loss(params, buffers, x, y).sum()  # member i's gradient is its own loss's
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    for i, model in enumerate(models):
+        model.load_state_dict({name: value[i].detach() for name, value in {**params, **buffers}.items()})
+    return models
+
+
+def member_predictions(members: list[nn.Module], images: Tensor, device: torch.device,
+                       batch_size: int = 512) -> Tensor:
+    """``n x len(images)``: each member's argmax class for each image."""
+    with torch.no_grad():
+        return torch.stack([
+            torch.cat([member(images[start:start + batch_size].to(device)).argmax(dim=1)
+                       for start in range(0, len(images), batch_size)])
+            for member in members
+        ])
+
+
+def vote_counts(predictions: Tensor, num_classes: int) -> Tensor:
+    """``len(images) x classes``: the vote counts V_k(x) of PATE and DGD Eq. (3)."""
+    return F.one_hot(predictions, num_classes).sum(dim=0).float()
