@@ -1,6 +1,7 @@
 """The ``dpsd`` command.
 
-    dpsd run [overrides]             train, evaluate, account and record one run
+    dpsd run [overrides] [--json PATH]
+                                     train, evaluate, account and record one run (--json: its summary as JSON)
     dpsd teacher [overrides]         train (or find in the cache) the teacher a run would use
     dpsd privacy-report [overrides] [--vary key=v1,v2,...]
                                      both epsilon ledgers for a run, as JSON, without training;
@@ -85,8 +86,22 @@ def cmd_run(args: list[str]) -> None:
     from dpsd.config import compose
     from dpsd.experiment import run_experiment
 
-    overrides = _parser("run", "train, evaluate, account and record one run").parse_args(args).overrides
-    print_summary(run_experiment(compose(overrides)))
+    parser = _parser("run", "train, evaluate, account and record one run")
+    parser.add_argument("--json", metavar="PATH", help="also write the run summary (every metric, both ledgers) as JSON")
+    parsed = parser.parse_intermixed_args(args)
+    summary = run_experiment(compose(parsed.overrides))
+    print_summary(summary)
+    if parsed.json:
+        write_json(parsed.json, summary)
+
+
+def write_json(path: str, payload: Any) -> None:
+    """``payload`` as JSON at ``path`` (parent folders made), infinite epsilons written "inf"."""
+    from pathlib import Path
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(_dumps(payload) + "\n")
 
 
 def cmd_teacher(args: list[str]) -> None:

@@ -8,6 +8,7 @@ reported), turns the ledger into both epsilon figures and records everything.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ from dpsd.errors import Fault
 from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
 from dpsd.privacy_ops.calibrate import calibrate
+from dpsd.progress import ProgressLog, is_terminal
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 from dpsd.version import code_version
 
@@ -55,6 +57,7 @@ def privacy_report(cfg: DictConfig) -> dict[str, Any]:
 
 def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any]:
     """Train, evaluate, account and record one run; returns its summary."""
+    run_start = time.perf_counter()
     validate(cfg)
     cfg = resolve_paths(calibrate(cfg))  # the solved noise is part of the logged config
     device = resolve_device(cfg.device)
@@ -72,15 +75,21 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
     ledger = plan.planned()
     torch.manual_seed(int(cfg.seed))  # the same initial weights whether the teacher was cached or trained
     rng = torch.Generator(device=device).manual_seed(int(cfg.seed))
-    with tqdm(total=method_cls.total_steps(cfg), desc=cfg.method.name, unit="it", disable=None if show_progress else True) as bar:
+    total = method_cls.total_steps(cfg)
+    log = ProgressLog(cfg.method.name, total) if show_progress and not is_terminal() else None
+    with tqdm(total=total, desc=cfg.method.name, unit="it", disable=None if show_progress and log is None else True) as bar:
 
         def progress(step: int, metrics: dict[str, float]) -> None:
             check_finite(step, metrics)
+            if log is not None:
+                log.update(step, metrics)
             bar.set_postfix({k: f"{v:.3f}" for k, v in metrics.items()})
             bar.update()
 
         ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=ledger, progress=progress)
+        train_start = time.perf_counter()
         result = method_cls().fit(ctx)
+        time_train = time.perf_counter() - train_start
     privacy = result.ledger.summary(float(cfg.privacy.delta))
     metrics = {
         "student_test_accuracy": evaluate_accuracy(result.student, data.test, device),
@@ -91,6 +100,9 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         # a method's partial figure (e.g. DGD's eps_labels_only), under its own name
         **{key: value for key, value in privacy.items() if key.startswith("eps_") and key not in FIGURES},
         **result.metrics,
+        # wall seconds: the method's fit, and the whole run (data, teacher, fit, evaluation) before recording
+        "time_train_s": time_train,
+        "time_total_s": time.perf_counter() - run_start,
     }
     summary = {"metrics": metrics, "privacy": privacy, "teacher": teacher_record, "run_id": None}
     if cfg.tracking.enabled:

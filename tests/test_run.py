@@ -18,15 +18,21 @@ def tiny_cfg(tmp_path, *overrides):
 
 
 def test_run_records_one_mlflow_run_with_metrics_both_ledgers_and_releasable_artifacts(tmp_path, capsys):
-    assert main(["run", *TINY, f"results_dir={tmp_path}"]) == 0
+    assert main(["run", *TINY, f"results_dir={tmp_path}", "--json", str(tmp_path / "out" / "run.json")]) == 0
     printed = capsys.readouterr().out
     assert "eps_claimed" in printed and "eps_rigorous" in printed and "MLflow run" in printed
     mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["dpsd"])
     assert len(runs) == 1
     run = runs.iloc[0]
-    for metric in ("student_test_accuracy", "teacher_test_accuracy", "eps_claimed", "eps_rigorous", "queries"):
+    for metric in ("student_test_accuracy", "teacher_test_accuracy", "eps_claimed", "eps_rigorous", "queries",
+                   "time_train_s", "time_total_s"):
         assert not math.isnan(run[f"metrics.{metric}"]), metric
+    assert 0 < run["metrics.time_train_s"] <= run["metrics.time_total_s"]
+    written = json.loads((tmp_path / "out" / "run.json").read_text())  # --json: the same summary, for scripts
+    assert written["run_id"] == run["run_id"]
+    assert written["metrics"]["student_test_accuracy"] == pytest.approx(run["metrics.student_test_accuracy"])
+    assert written["privacy"]["claimed_source"] and written["metrics"]["time_total_s"] > 0
     assert run["metrics.eps_claimed"] == pytest.approx(10.0)
     assert run["metrics.eps_rigorous"] > run["metrics.eps_claimed"]
     assert run["metrics.queries"] == 4 * 32

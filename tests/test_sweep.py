@@ -31,7 +31,7 @@ from dpsd.sweep.summary import format_summary
 from dpsd.teachers import teacher_key
 from dpsd.version import code_version, teacher_code_version
 
-TINY = ["device=cpu", "model.teacher.recipe.steps=30", "method.iterations=2", "method.batch_size=16"]
+TINY = ["device=cpu", "model.teacher.recipe.steps=30", "++method.iterations=2", "++method.batch_size=16"]
 
 
 def write_spec(folder: Path, name: str, **fields) -> Path:
@@ -110,7 +110,7 @@ def test_bad_specs_and_scales_are_one_line_errors(tmp_path):
         load_spec(path)
     with pytest.raises(ConfigError, match="no sweep spec"):
         load_spec(tmp_path / "missing.yaml")
-    with pytest.raises(ConfigError, match="scale must be one of smoke, paper"):
+    with pytest.raises(ConfigError, match="scale must be one of smoke, laptop, paper"):
         split_scale(["scale=huge"])
     assert split_scale(["scale=paper", "seed=3"]) == ("paper", ["seed=3"])
     path = write_spec(tmp_path, "typo", grid={"dataset": ["mnsit"]})
@@ -555,3 +555,13 @@ def test_a_local_sweeps_ray_listens_on_loopback_only():
     assert {"gcs_server", "raylet"} <= {name for names in listening.values() for name in names}, listening
     loopback = re.compile(r"^(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]|\[::1\]):\d+$")
     assert all(loopback.match(address) for address in listening), listening
+def test_smoke_caps_leave_out_the_cells_above_an_amount_cap_at_smoke_scale_only(tmp_path):
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump(
+        {"smoke": ["++method.iterations=3"], "caps": {"method.num_teachers": 5}}))
+    path = write_spec(tmp_path, "capped", base=["method=dgd"], grid={"method.num_teachers": [2, 5, 10]})
+    assert [c.compose().method.num_teachers for c in expand_cells(path, "smoke")] == [2, 5]
+    assert [c.compose().method.num_teachers for c in expand_cells(path, "laptop")] == [2, 5, 10]
+    (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump({"caps": {"method.num_teachers": "many"}}))
+    with pytest.raises(ConfigError, match="caps must map override keys to numbers"):
+        load_spec(path)

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import compose
 from dpsd.errors import ConfigError
 
-SCALES = ("smoke", "paper")
+SCALES = ("smoke", "laptop", "paper")
 SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke")
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 # The smoke overrides every spec of a folder shares (less the keys a spec varies): ``common/smoke.yaml``
@@ -38,6 +38,7 @@ class Spec:
     seeds: tuple[int, ...]
     smoke: tuple[str, ...]
     path: str | None = None
+    smoke_caps: tuple[tuple[str, float], ...] = ()  # (key, cap): at smoke scale, cells above a cap are left out
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,22 @@ def common_smoke(spec_file: Path) -> tuple[str, ...]:
     return _overrides((yaml.safe_load(shared.read_text()) or {}).get("smoke"), f"{shared}: smoke")
 
 
+def common_smoke_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
+    """The shared list's ``caps`` (``key: largest value run at smoke scale``); () if there are none."""
+    shared = spec_file.parent / COMMON_SMOKE
+    caps = (yaml.safe_load(shared.read_text()) or {}).get("caps") if shared.is_file() else None
+    if caps is None:
+        return ()
+    if not isinstance(caps, dict) or not all(isinstance(v, (int, float)) for v in caps.values()):
+        raise ConfigError(f"{shared}: caps must map override keys to numbers, got {caps!r}")
+    return tuple((str(k), float(v)) for k, v in caps.items())
+
+
+def over_smoke_cap(spec: Spec, cfg: DictConfig) -> bool:
+    """Whether a cell exceeds one of the shared smoke caps (an amount axis: teachers, synthetic images, ...)."""
+    return any((value := OmegaConf.select(cfg, key)) is not None and value > cap for key, cap in spec.smoke_caps)
+
+
 def smoke_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]], own: Sequence[str]) -> tuple[str, ...]:
     """A spec's smoke overrides: the shared list less every key the cells vary (``grid``, ``cells``)
     or the spec's own ``smoke`` list sets (a shared value must never collapse the cells a spec
@@ -120,7 +137,7 @@ def load_spec(path: str | os.PathLike) -> Spec:
     return Spec(
         name=str(raw.get("name") or path.stem), paper=raw.get("paper"), feeds=dict(raw.get("feeds") or {}),
         base=base, grid={str(k): tuple(v) for k, v in grid.items()},
-        cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path),
+        cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path), smoke_caps=common_smoke_caps(path),
     )
 
 
@@ -190,6 +207,8 @@ def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
                 cfg = compose(list(full))
             except ConfigError as err:
                 raise ConfigError(f"sweep {spec.name}, cell {' '.join(mine)}: {err}") from None
+            if scale == "smoke" and over_smoke_cap(spec, cfg):
+                continue
             cells.append((Cell(spec.name, " ".join(mine), full, config_hash(cfg),
                                str(cfg.dataset.name), str(cfg.method.name)), cfg))
     return cells

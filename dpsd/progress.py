@@ -1,0 +1,36 @@
+"""Progress for logs: when stdout is not a terminal (a sweep's trial, CI), tqdm's bar is off, so a
+long run prints a plain line every few percent of its steps or every 30 seconds instead."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class ProgressLog:
+    """``update(step, metrics)`` prints ``desc: step/total (pct%), elapsed, metrics`` when ``every``
+    of ``total`` has passed since the last line or ``seconds`` have (``total`` 0: unknown, time only)."""
+
+    def __init__(self, desc: str, total: int, every: float = 0.05, seconds: float = 30.0,
+                 stream: TextIO | None = None, clock=time.monotonic) -> None:
+        self.desc, self.total, self.seconds, self.clock = desc, int(total), float(seconds), clock
+        self.stride = max(1, round(self.total * every)) if self.total else None
+        self.stream = stream or sys.stdout
+        self.start = self.last_time = clock()
+        self.last_step = 0
+
+    def update(self, step: int, metrics: dict[str, float]) -> None:
+        done, now = step + 1, self.clock()
+        due = (self.stride and done - self.last_step >= self.stride) or now - self.last_time >= self.seconds
+        if not (due or done == self.total):
+            return
+        self.last_step, self.last_time = done, now
+        where = f"{done}/{self.total} ({100 * done / self.total:.0f}%)" if self.total else f"{done}"
+        values = " ".join(f"{k}={v:.3f}" for k, v in metrics.items())
+        print(f"{self.desc}: step {where}, {now - self.start:.0f} s {values}".rstrip(), file=self.stream, flush=True)
+
+
+def is_terminal(stream: TextIO | None = None) -> bool:
+    stream = stream or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)())
