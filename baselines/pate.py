@@ -46,7 +46,8 @@ from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim, pate_gnmax_data_independent
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease
 from dpsd.privacy import mechanisms
-from dpsd.ensembles import images_and_labels, load_or_train_members, member_predictions, vote_counts
+from dpsd.ensembles import (images_and_labels, load_or_train_members, member_predictions, vote_counts,
+                            with_member_steps)
 from dpsd.teachers import disjoint_partition
 
 LNMAX_NOTE = "LNMax: vote counts + Laplace(1/gamma), argmax (Papernot et al. 2017)"
@@ -206,7 +207,7 @@ class PATE(Method):
         queried = Subset(data.train, pool[: int(cfg.method.queries)])
         # the member key carries the split, so a cached teacher never saw the pool
         names = [f"{i}/{len(parts)}, pool {cfg.method.pool_fraction:g}" for i in range(len(parts))]
-        members = load_or_train_members(cfg, data, device, parts, names)
+        members = load_or_train_members(with_member_steps(cfg, cfg.method.member_steps), data, device, parts, names)
         query_images, _ = images_and_labels(data.train, pool[: int(cfg.method.queries)])
         votes = vote_counts(member_predictions(members, query_images, device), data.num_classes)
         answered = torch.ones(len(votes), dtype=torch.bool, device=device)

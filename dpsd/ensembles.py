@@ -53,6 +53,16 @@ def backend(cfg: DictConfig, device: torch.device) -> str:
     return name
 
 
+def with_member_steps(cfg: DictConfig, steps: int | None) -> DictConfig:
+    """The teacher config members train with: ``steps`` (a method's ``member_steps``) in place of the
+    recipe's (a member sees 1/n of the data; the step count is part of the member's cache key)."""
+    if steps is None:
+        return cfg
+    member = cfg.copy()
+    member.model.teacher.recipe.steps = int(steps)
+    return member
+
+
 def _member_cfg(cfg: DictConfig, index: int) -> DictConfig:
     member = cfg.copy()
     member.seed = member_seed(int(cfg.seed), index)

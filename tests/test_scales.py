@@ -26,7 +26,8 @@ EXPECTED = {
     ("smoke", "dgd"): {"iterations": 400, "batch_size": 128, "num_teachers": 10},
     ("smoke", "pate"): {"batch_size": 64, "num_teachers": 10},
     ("laptop", "dpsd_t"): {"iterations": 400, "batch_size": 128},
-    ("laptop", "dgd"): {"iterations": 400, "member_steps": 200, "num_teachers": 10},
+    ("laptop", "dgd"): {"iterations": 400, "member_steps": 100, "num_teachers": 10},
+    ("laptop", "pate"): {"member_steps": 100, "num_teachers": 10, "batch_size": 64},
     ("laptop", "template"): {"batch_size": 64},
 }
 

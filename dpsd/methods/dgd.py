@@ -47,7 +47,7 @@ from dpsd.models import (ConvVAE, build_classifier, generator_from_config, gener
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
-from dpsd.ensembles import load_or_train_members, member_predictions, vote_counts
+from dpsd.ensembles import load_or_train_members, member_predictions, vote_counts, with_member_steps
 from dpsd.teachers import disjoint_partition
 
 Aggregator = Enum("Aggregator", "laplace gaussian")
@@ -223,16 +223,6 @@ def plan_dgd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
 # ----------------------------------------------------------------------------- the pipeline
 
 
-def member_config(cfg: DictConfig) -> DictConfig:
-    """The teacher config for ensemble members: ``method.member_steps`` overrides the recipe's steps
-    (a member sees 1/n of the data; the recipe's step count is part of the cache key)."""
-    if cfg.method.member_steps is None:
-        return cfg
-    member = cfg.copy()
-    member.model.teacher.recipe.steps = int(cfg.method.member_steps)
-    return member
-
-
 def evaluation_split(ctx: RunContext) -> Dataset:
     """The test images the ensemble's clean vote is scored on: the first ``method.ensemble_eval_size``
     (null: all), to bound the n x |test| teacher passes on a CPU."""
@@ -245,7 +235,7 @@ def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: T
     ``queries`` and on the evaluation split. Returns (query votes, evaluation votes, the members' mean
     accuracy on the evaluation split). The member key ``"i/n, pool f"`` is PATE's and DPDFD's: one
     cached member per split."""
-    cfg, data, device = member_config(ctx.cfg), ctx.data, ctx.device
+    cfg, data, device = with_member_steps(ctx.cfg, ctx.cfg.method.member_steps), ctx.data, ctx.device
     names = [f"{i}/{len(parts)}{tag}" for i in range(len(parts))]
     members = load_or_train_members(cfg, data, device, parts, names)
     test = evaluation_split(ctx)
@@ -403,12 +393,12 @@ def train_student(ctx: RunContext, queries: Tensor, targets: Tensor, triples: Te
     for step in range(DGD.total_steps(cfg)):
         index = torch.randint(0, len(queries), (min(batch, len(queries)),), generator=ctx.rng, device=device).cpu()
         supervised = soft_cross_entropy(student(queries[index].to(device)), targets[index].to(device)).mean()
-        loss, metrics = supervised, {"supervised": supervised.item()}
+        loss, metrics = supervised, {"supervised": supervised.detach()}
         if triples is not None:
             pick = torch.randint(0, len(triples), (batch,), generator=ctx.rng, device=device).cpu()
             unsupervised = unsupervised_energy(cfg, student, triples[pick].to(device))
             loss = loss + unsupervised
-            metrics["unsupervised"] = unsupervised.item()
+            metrics["unsupervised"] = unsupervised.detach()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

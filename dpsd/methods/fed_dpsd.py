@@ -36,7 +36,7 @@ from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, dpsd_releases, plan
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger, rigorous_epsilon
 from dpsd.privacy.events import PrivacyEvent, UnprotectedRelease
-from dpsd.ensembles import load_or_train_members
+from dpsd.ensembles import load_or_train_members, with_member_steps
 
 Backend = Enum("Backend", "local ray")
 NoiseAt = Enum("NoiseAt", "client server")
@@ -314,9 +314,7 @@ class FedDPSD(Method):
         parts = dirichlet_partition(
             dataset_labels(data.train), int(method.num_clients), float(method.dirichlet_alpha), int(cfg.seed)
         )
-        client_cfg = cfg.copy()
-        if method.client_teacher_steps is not None:  # a client holds 1/m of the data: fewer steps do
-            client_cfg.model.teacher.recipe.steps = int(method.client_teacher_steps)
+        client_cfg = with_member_steps(cfg, method.client_teacher_steps)  # a client holds 1/m of the data
         teachers = load_or_train_members(client_cfg, data, device, parts,
                                          [client_member(i, cfg) for i in range(len(parts))])
         # each client's mechanism has its own randomness, the same whichever backend runs it
