@@ -64,7 +64,7 @@ class KDDataTrainer(Trainer):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        return {"student_loss": loss.item()}
+        return {"student_loss": loss.detach()}
 
 
 @dataclass

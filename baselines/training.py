@@ -30,7 +30,7 @@ def train_on_batches(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        progress(step, {"loss": loss.item()})
+        progress(step, {"loss": loss.detach()})
     return loss.item()
 
 

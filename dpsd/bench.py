@@ -1,5 +1,8 @@
 """What privacy costs per iteration: ``python -m dpsd.bench [--methods a,b] [--repeats N] [overrides]``.
 
+With ``device=auto`` (the default) every device found is benchmarked in turn: the CPU, then each
+CUDA device; each row ends with its iterations per second and the device.
+
 For each method that implements ``make_trainer(ctx)`` (found through the METHODS registry; the
 others are skipped with a printed line), times one training iteration under each private mode
 against the same iteration with ``privacy=none``: same networks (same seed), batch, data and
@@ -105,22 +108,36 @@ def main(argv: list[str] | None = None) -> None:
     cfg = compose(overrides)
     validate(cfg)
     cfg = resolve_paths(cfg)
-    device = resolve_device(cfg.device)
     data = load_data(cfg)
-    teacher, _ = load_or_train_teacher(cfg, data, device)
     names = args.methods.split(",") if args.methods else [name for name in METHODS.names() if has_trainer(name)]
-    print(f"one iteration on {cfg.dataset.name}, batch {cfg.method.batch_size}, device {device}, median of "
-          f"{repeats} interleaved iterations; privacy=none is the reference; "
-          f"share = (t_private - t_none) / t_private")
-    print(f"{'method':<10} {'privacy':<8} {'iteration ms':>13} {'ratio to none':>14} {'privatisation share':>20}")
-    for name in names:
-        results = bench_method(name, overrides, teacher, data, device, repeats)
-        if results is None:
-            continue
-        reference = results[REFERENCE]
-        for mode, seconds in results.items():
-            print(f"{name:<10} {mode:<8} {seconds * 1e3:>13.2f} {seconds / reference:>14.3f} "
-                  f"{(seconds - reference) / seconds:>20.1%}")
+    print(f"one iteration on {cfg.dataset.name}, batch {cfg.method.batch_size}, median of {repeats} interleaved "
+          f"iterations; privacy=none is the reference; share = (t_private - t_none) / t_private")
+    print(f"{'method':<10} {'privacy':<8} {'iteration ms':>13} {'ratio to none':>14} {'privatisation share':>20} "
+          f"{'it/s':>9}  device")
+    for device in devices(cfg.device):
+        per_device = [*overrides, f"device={device}"]
+        teacher, _ = load_or_train_teacher(resolve_paths(compose(per_device)), data, device)
+        for name in names:
+            results = bench_method(name, per_device, teacher, data, device, repeats)
+            if results is None:
+                continue
+            reference = results[REFERENCE]
+            for mode, seconds in results.items():
+                print(f"{name:<10} {mode:<8} {seconds * 1e3:>13.2f} {seconds / reference:>14.3f} "
+                      f"{(seconds - reference) / seconds:>20.1%} {1 / seconds:>9.2f}  {describe(device)}")
+
+
+def devices(setting: str) -> list[torch.device]:
+    """``device=auto``: the CPU and every CUDA device found; otherwise the one device named."""
+    if setting != "auto":
+        return [resolve_device(setting)]
+    return [torch.device("cpu"), *(torch.device("cuda", i) for i in range(torch.cuda.device_count()))]
+
+
+def describe(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return f"cpu ({torch.get_num_threads()} threads)"
 
 
 if __name__ == "__main__":

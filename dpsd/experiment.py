@@ -79,11 +79,16 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
     log = ProgressLog(cfg.method.name, total) if show_progress and not is_terminal() else None
     with tqdm(total=total, desc=cfg.method.name, unit="it", disable=None if show_progress and log is None else True) as bar:
 
-        def progress(step: int, metrics: dict[str, float]) -> None:
+        stride = max(1, total // 100)
+
+        def progress(step: int, metrics: dict[str, Any]) -> None:
+            # metrics may be device tensors: read (a host sync) only when a line or the bar shows
+            # them, and by the finiteness check (the one read per step)
             check_finite(step, metrics)
             if log is not None:
                 log.update(step, metrics)
-            bar.set_postfix({k: f"{v:.3f}" for k, v in metrics.items()})
+            if (step + 1) % stride == 0 and not bar.disable:
+                bar.set_postfix({k: f"{float(v):.3f}" for k, v in metrics.items()}, refresh=False)
             bar.update()
 
         ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=ledger, progress=progress)
@@ -99,7 +104,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         "queries": privacy["queries"],
         # a method's partial figure (e.g. DGD's eps_labels_only), under its own name
         **{key: value for key, value in privacy.items() if key.startswith("eps_") and key not in FIGURES},
-        **result.metrics,
+        **{name: float(value) for name, value in result.metrics.items()},
         # wall seconds: the method's fit, and the whole run (data, teacher, fit, evaluation) before recording
         "time_train_s": time_train,
         "time_total_s": time.perf_counter() - run_start,

@@ -20,14 +20,14 @@ class ProgressLog:
         self.start = self.last_time = clock()
         self.last_step = 0
 
-    def update(self, step: int, metrics: dict[str, float]) -> None:
+    def update(self, step: int, metrics: dict) -> None:
         done, now = step + 1, self.clock()
         due = (self.stride and done - self.last_step >= self.stride) or now - self.last_time >= self.seconds
         if not (due or done == self.total):
             return
         self.last_step, self.last_time = done, now
         where = f"{done}/{self.total} ({100 * done / self.total:.0f}%)" if self.total else f"{done}"
-        values = " ".join(f"{k}={v:.3f}" for k, v in metrics.items())
+        values = " ".join(f"{k}={float(v):.3f}" for k, v in metrics.items())  # float(): a device tensor's one sync
         print(f"{self.desc}: step {where}, {now - self.start:.0f} s {values}".rstrip(), file=self.stream, flush=True)
 
 

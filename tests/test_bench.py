@@ -30,7 +30,14 @@ def test_bench_prints_a_ratio_and_share_for_each_privacy_mode(tmp_path, capsys):
         assert ratio > 0.0005
         low, high = 1 - 1 / (ratio - 0.0005), 1 - 1 / (ratio + 0.0005)
         assert low - 0.0005 - 1e-12 <= share <= high + 0.0005 + 1e-12, (ratio, share)
+        assert float(row[5]) == pytest.approx(1e3 / float(row[2]), rel=0.01) and row[6] == "cpu"  # it/s, device
     assert "skip teacher: no make_trainer" in out
+
+
+def test_auto_benchmarks_every_device_found_and_a_named_device_alone(monkeypatch):
+    monkeypatch.setattr(bench.torch.cuda, "device_count", lambda: 2)
+    assert [str(d) for d in bench.devices("auto")] == ["cpu", "cuda:0", "cuda:1"]
+    assert [str(d) for d in bench.devices("cpu")] == ["cpu"]
 
 
 def test_methods_with_a_trainer_are_found_in_the_registry():

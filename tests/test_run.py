@@ -53,7 +53,11 @@ def test_same_seed_gives_the_same_metrics_on_cpu(tmp_path):
     cfg = tiny_cfg(tmp_path, "tracking=none", "device=cpu")
     first = run_experiment(cfg, show_progress=False)["metrics"]
     second = run_experiment(cfg, show_progress=False)["metrics"]
-    assert first == second
+
+    def trained(metrics):  # wall times differ between two runs; nothing else may
+        return {key: value for key, value in metrics.items() if not key.startswith("time_")}
+
+    assert trained(first) == trained(second) and first.keys() == second.keys()
     other_seed = run_experiment(tiny_cfg(tmp_path, "tracking=none", "device=cpu", "seed=1"), show_progress=False)
     assert other_seed["metrics"]["final_student_loss"] != first["final_student_loss"]
 

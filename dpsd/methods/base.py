@@ -74,7 +74,9 @@ class RunResult:
 
 
 class Trainer:
-    """One iterative method's state; ``step()`` runs one iteration of its algorithm.
+    """One iterative method's state; ``step()`` runs one iteration of its algorithm and returns its
+    metrics as detached 0-d tensors (no host synchronisation per step on a GPU: they are read when a
+    progress line or the recorded run needs them).
 
     ``student`` and ``generator`` (``None`` for a method without one) are what the run releases;
     ``queries`` counts the teacher queries made so far (samples annotated for the student);
@@ -86,7 +88,7 @@ class Trainer:
     generator: Optional[nn.Module] = None
     queries: int = 0
 
-    def step(self) -> dict[str, float]:
+    def step(self) -> dict[str, torch.Tensor]:
         raise NotImplementedError
 
     def sample_grid(self) -> Optional[torch.Tensor]:

@@ -291,11 +291,11 @@ class DpDfdTrainer(Trainer):
         self.student_opt.zero_grad(set_to_none=True)
         student_loss.backward()
         self.student_opt.step()
-        metrics = {"student_loss": student_loss.item()}
+        metrics = {"student_loss": student_loss.detach()}
         gen_loss = self.finetune_loss(index)
         if gen_loss is not None:
             self._generator_step(gen_loss)
-            metrics["generator_loss"] = gen_loss.item()
+            metrics["generator_loss"] = gen_loss.detach()
         for event in finetune_release(cfg, 1):
             self.ctx.ledger.record(event)
         self.position = (self.position + 1) % self.steps_per_stage

@@ -249,7 +249,7 @@ class DirectTrainer(Trainer):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        return {"student_loss": loss.item()}
+        return {"student_loss": loss.detach()}
 
 
 @register_method("dpdfd")

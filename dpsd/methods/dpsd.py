@@ -215,7 +215,7 @@ class DPSDTrainer(Trainer):
             student_loss.backward()
             self.student_opt.step()
         if warming or not self.trains_generator:
-            return {"student_loss": student_loss.item()}
+            return {"student_loss": student_loss.detach()}
         # (4) generator and latent update with L_s + L_g (Alg. 1 line 6), on the updated student.
         gen_loss = generator_loss(cfg, self.discriminator, samples)
         gen_loss = gen_loss + student_loss_for_generator(cfg, self.student, samples, targets)
@@ -225,7 +225,7 @@ class DPSDTrainer(Trainer):
         if gen_loss.requires_grad:  # every term switched off: the generator stays as it is
             gen_loss.backward()
             self.generator_opt.step()
-        return {"student_loss": student_loss.item(), "generator_loss": gen_loss.item()}
+        return {"student_loss": student_loss.detach(), "generator_loss": gen_loss.detach()}
 
     def query_teacher(self, samples: Tensor, student_logits: Tensor) -> Tensor:
         """Alg. 1 line 4: the teacher's answers for ``samples`` through the private mechanism."""

@@ -148,7 +148,7 @@ def run_cell(config: dict, cells: dict[str, dict]) -> None:
             return
         cfg.tracking.run_id = claim
         with heartbeat(client, claim, cell["claim_timeout"] / 4):
-            summary = run_experiment(cfg, show_progress=False)
+            summary = run_experiment(cfg)  # a trial's stdout is no terminal: progress lines go to its Ray log
     except Exception as err:  # out of memory, disk full, NaN loss, tracking server gone: the cell failed
         reason = _tracking_problem(cell) or one_line(err)
         if claim is not None:
