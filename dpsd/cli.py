@@ -2,6 +2,9 @@
 
     dpsd run [overrides] [--json PATH]
                                      train, evaluate, account and record one run (--json: its summary as JSON)
+    dpsd quickstart [overrides] [--json PATH] [--out reports]
+                                     the benchmark: every method on the embedded digits at one epsilon
+                                     (sweeps/quickstart.yaml), one comparison table, reports/index.html
     dpsd teacher [overrides]         train (or find in the cache) the teacher a run would use
     dpsd privacy-report [overrides] [--vary key=v1,v2,...]
                                      both epsilon ledgers for a run, as JSON, without training;
@@ -36,6 +39,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+import time
+from pathlib import Path
 from typing import Any
 
 from dpsd import jsonio
@@ -97,8 +102,6 @@ def cmd_run(args: list[str]) -> None:
 
 def write_json(path: str, payload: Any) -> None:
     """``payload`` as JSON at ``path`` (parent folders made), infinite epsilons written "inf"."""
-    from pathlib import Path
-
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(_dumps(payload) + "\n")
@@ -335,8 +338,24 @@ def cmd_sync(args: list[str]) -> None:
     print(f"synced {len(copied)} run(s)")
 
 
-COMMANDS = {"run": cmd_run, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report, "audit": cmd_audit,
-            "sweep": cmd_sweep, "report": cmd_report, "reproduce": cmd_reproduce, "sync": cmd_sync}
+def cmd_quickstart(args: list[str]) -> int:
+    from dpsd.quickstart import format_rows, quickstart
+
+    parser = _parser("quickstart", "every method on the embedded digits at one epsilon: one table, reports/index.html")
+    parser.add_argument("--out", default=None, help="where to render the report (default reports/)")
+    parser.add_argument("--json", metavar="PATH", help="also write every cell's row (all its metrics) as JSON")
+    parsed = parser.parse_intermixed_args(args)
+    start = time.perf_counter()
+    result = quickstart(parsed.overrides, **({"out": Path(parsed.out)} if parsed.out else {}))
+    print(format_rows(result["rows"]))
+    print(f"report: {result['index']}  ({time.perf_counter() - start:.0f} s)")
+    if parsed.json:
+        write_json(parsed.json, result["rows"])
+    return 1 if result["sweep"]["failed"] else 0
+
+
+COMMANDS = {"run": cmd_run, "quickstart": cmd_quickstart, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report,
+            "audit": cmd_audit, "sweep": cmd_sweep, "report": cmd_report, "reproduce": cmd_reproduce, "sync": cmd_sync}
 
 
 def main(argv: list[str] | None = None) -> int:

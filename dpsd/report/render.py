@@ -15,12 +15,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
+import pandas as pd
 from omegaconf import DictConfig
 
 from dpsd.config import compose, resolve_paths
 from dpsd.report import figures, formats, ladder, site
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
+from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.runs import load_runs
 from dpsd.report.tables import SCALE_LINES, paper_table, switches
 from dpsd.sweep.spec import Spec, expand_cells, load_spec
@@ -70,8 +72,20 @@ def _reference_x(kind: str, x_key: str):
     return from_switch
 
 
+def reference_rows(reference, feeds: dict, name: str):
+    """The reference rows a spec's table sets beside its cells: those of ``feeds.id`` (one table, or a
+    list of them: the headline), restricted to ``feeds.datasets`` when given; none with ``reference: none``."""
+    if feeds.get("reference") == "none":
+        return rows_for_table(reference, "")
+    ids = feeds.get("id", name)
+    refs = pd.concat([rows_for_table(reference, str(i)) for i in (ids if isinstance(ids, list) else [ids])],
+                     ignore_index=True)
+    datasets = feeds.get("datasets")
+    return refs[refs["dataset"].isin(datasets)].reset_index(drop=True) if datasets else refs
+
+
 def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, reference, out: Path,
-                uri: str) -> site.Section:
+                uri: str, scoreboard: Scoreboard | None = None) -> site.Section:
     """One spec's table, figure and sample grids; returns its part of the index."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
@@ -79,7 +93,9 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     frame = cell_frame(cells, [cell.compose() for cell in cells], runs, x=feeds.get("x"), series=feeds.get("series"))
     groups = group_frame(frame)
     # `reference: none`: the paper prints no numbers for this study (the id only names the figure)
-    refs = rows_for_table(reference, str(feeds.get("id", spec.name)) if feeds.get("reference") != "none" else "")
+    refs = reference_rows(reference, feeds, spec.name)
+    if scoreboard is not None:
+        scoreboard.add(refs, groups)
     table = paper_table(spec.name, feeds, scale, groups, refs)
     for suffix, text in (("md", formats.to_markdown(table)), ("tex", formats.to_latex(table)),
                          ("html", site.page(formats.caption(table), formats.to_html(table)))):
@@ -154,13 +170,15 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     runs = load_runs(uri, str(cfg.tracking.experiment))
     reference = load_reference(Path(reference_csv))
     out = Path(out)
-    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri) for spec in loaded]
+    scoreboard = Scoreboard()
+    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard) for spec in loaded]
     intro = [f"Scale: {scale} — {SCALE_LINES.get(scale, scale)}.",
              f"Reproduced numbers: MLflow runs in {uri} (experiment {cfg.tracking.experiment!r}); reported numbers: "
              f"{reference_csv}. No number on this page is typed by hand."]
     if markdown is not None:
         _write_markdown(Path(markdown), out, intro, sections)
-    return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections))
+    board = scoreboard.html(scale, {section.name for section in sections})
+    return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections, board))
 
 
 def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site.Section]) -> Path:

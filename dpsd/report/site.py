@@ -57,9 +57,10 @@ def figure_html(src: str, text: str) -> str:
             f"<figcaption>{html.escape(text)}</figcaption></figure>")
 
 
-def index_page(title: str, intro: list[str], sections: list[Section]) -> str:
+def index_page(title: str, intro: list[str], sections: list[Section], scoreboard_html: str = "") -> str:
+    """The index: the title, the scoreboard a reviewer reads first, the intro, then every section."""
     nav = " ".join(f'<a href="#{html.escape(s.name)}">{html.escape(s.name)}</a>' for s in sections)
-    parts = [f"<h1>{html.escape(title)}</h1>", *[f"<p>{html.escape(line)}</p>" for line in intro],
+    parts = [f"<h1>{html.escape(title)}</h1>", scoreboard_html, *[f"<p>{html.escape(line)}</p>" for line in intro],
              f"<nav>{nav}</nav>"]
     for section in sections:
         links = " · ".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a>' for href, text in section.links)

@@ -193,5 +193,6 @@ def paper_table(name: str, feeds: dict, scale: str, groups: pd.DataFrame, refere
         if index not in matched:
             rows.append(_row(None, group, ""))
     body = pd.DataFrame(rows, columns=list(COLUMNS))
-    return PaperTable(name=name, table_id=str(feeds.get("id", name)), title=str(feeds.get("title", "")),
+    ids = feeds.get("id", name)
+    return PaperTable(name=name, table_id=" + ".join(ids) if isinstance(ids, list) else str(ids), title=str(feeds.get("title", "")),
                       scale_line=SCALE_LINES.get(scale, f"{scale} scale"), body=body, notes=notes)

@@ -1,0 +1,94 @@
+"""The scoreboard ``index.html`` opens with: per paper, at the rendered scale, how many of the paper's
+numbers for a method we implement are matched within 2 points, exceeded, fallen short of, not run, or
+have no data here.
+
+Counted over reference rows that name one of our methods and give a number, each joined to its cell
+groups exactly as the paper tables join them (:func:`dpsd.report.tables.matching_groups`); a row that
+several specs compare with counts once, with its best reproduction. A shortfall links the method's
+ladder section when the report has one (a spec named ``ladder`` or ``ladder_<method>``).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections import defaultdict
+
+import pandas as pd
+
+from dpsd.report.cells import DATA_ABSENT, RUN
+from dpsd.report.tables import matching_groups, reproduced_value
+
+WITHIN = 2.0  # points (percentage points of accuracy)
+COLUMNS = ("within 2 points", "above", "short", "not run", "data absent")
+
+
+def row_outcome(ref: pd.Series, groups: pd.DataFrame) -> tuple[str, float]:
+    """``(column, reproduced - reported)`` for one reference row against a spec's cell groups."""
+    candidates = matching_groups(ref, groups)
+    if candidates.empty:
+        return "not run", math.nan
+    run = candidates[candidates["status"] == RUN]
+    if run.empty:
+        return ("data absent" if (candidates["status"] == DATA_ABSENT).any() else "not run"), math.nan
+    difference = max(reproduced_value(group, ref["metric"]) for _, group in run.iterrows()) - ref["value_number"]
+    if math.isnan(difference):
+        return "not run", math.nan
+    if abs(difference) <= WITHIN:
+        return "within 2 points", difference
+    return ("above" if difference > 0 else "short"), difference
+
+
+class Scoreboard:
+    """Outcomes collected spec by spec while the report renders, then one HTML table."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[tuple, tuple[str, float]] = {}
+        self.paper_of: dict[tuple, str] = {}
+
+    def add(self, refs: pd.DataFrame, groups: pd.DataFrame) -> None:
+        order = {name: i for i, name in enumerate(COLUMNS)}
+        for _, ref in refs.iterrows():
+            if not ref["method"] or math.isnan(ref["value_number"]):
+                continue
+            key = (ref["paper"], ref["table"], ref["row"], ref["method"], ref["dataset"], ref["epsilon"], ref["metric"])
+            outcome = row_outcome(ref, groups)
+            kept = self.outcomes.get(key)
+            if kept is None or order[outcome[0]] < order[kept[0]]:
+                self.outcomes[key] = outcome
+            self.paper_of[key] = ref["paper"]
+
+    def counts(self) -> dict[str, dict[str, list[str]]]:
+        """``paper -> column -> the methods of the rows counted there`` (one entry per row)."""
+        table: dict[str, dict[str, list[str]]] = defaultdict(lambda: {c: [] for c in COLUMNS})
+        for key, (column, _) in sorted(self.outcomes.items()):
+            table[key[0]][column].append(key[3])
+        return dict(table)
+
+    def html(self, scale: str, sections: set[str]) -> str:
+        counts = self.counts()
+        if not counts:
+            return "<p>Scoreboard: no paper number for one of our methods is in these specs.</p>"
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in ("paper", "scale", *COLUMNS))
+        body = []
+        for paper, columns in counts.items():
+            cells = [html.escape(paper), html.escape(scale)]
+            for column in COLUMNS:
+                methods = columns[column]
+                text = str(len(methods))
+                if column == "short" and methods:
+                    links = [_ladder_link(m, sections) for m in sorted(set(methods))]
+                    text += f" ({', '.join(links)})"
+                cells.append(text)
+            body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        return ("<h2>Scoreboard</h2><p>Each paper number for a method we implement, against our runs at this "
+                f"scale: within {WITHIN:g} points of the paper, above it, short of it (the method's ladder "
+                "says where the points were lost), not run, or no data here.</p>"
+                f'<table class="paper-table" id="scoreboard"><tr>{head}</tr>{"".join(body)}</table>')
+
+
+def _ladder_link(method: str, sections: set[str]) -> str:
+    for name in (f"ladder_{method}", "ladder"):
+        if name in sections:
+            return f'<a href="#{html.escape(name)}">{html.escape(method)}</a>'
+    return html.escape(method)

@@ -1,0 +1,44 @@
+"""The scoreboard index.html opens with: each paper number for one of our methods, counted once."""
+
+import math
+
+import pandas as pd
+
+from dpsd.report.scoreboard import Scoreboard
+
+
+def ref(method, epsilon, value, paper="dpsd", table="T", note=""):
+    return {"paper": paper, "table": table, "row": method or "other", "method": method, "dataset": "mnist",
+            "epsilon": str(epsilon) if epsilon else "", "epsilon_value": epsilon if epsilon else math.nan,
+            "metric": "accuracy", "value": str(value), "value_number": value, "note": note, "source": ""}
+
+
+def group(method, epsilon, status="run", accuracy=math.nan):
+    return {"method": method, "dataset": "mnist", "epsilon": epsilon, "status": status, "accuracy": accuracy,
+            "overrides": {}, "config": None}
+
+
+def test_rows_are_counted_within_above_short_not_run_or_data_absent_per_paper():
+    refs = pd.DataFrame([ref("dpsd", 1, 90.0), ref("dpsd", 10, 95.0), ref("dgd", 1, 80.0), ref("dgd", 10, 97.4),
+                         ref("lp1st", 1, 95.0), ref("dp_dfd", 1, 90.0, paper="dp_dfd"), ref("", 1, 40.0),
+                         ref("pate", 1, 50.0)])
+    groups = pd.DataFrame([group("dpsd", 1, accuracy=88.5), group("dpsd", 10, accuracy=60.0),
+                           group("dgd", 1, accuracy=85.0), group("dgd", 10, status="data absent"),
+                           group("dp_dfd", 1, accuracy=91.0), group("pate", 1, status="not run")])
+    board = Scoreboard()
+    board.add(refs, groups)
+    counts = board.counts()
+    assert {k: len(v) for k, v in counts["dpsd"].items()} == {
+        "within 2 points": 1, "above": 1, "short": 1, "not run": 2, "data absent": 1}
+    assert counts["dpsd"]["short"] == ["dpsd"] and counts["dp_dfd"]["within 2 points"] == ["dp_dfd"]
+    page = board.html("laptop", {"ladder_dpsd"})
+    assert page.index("Scoreboard") < page.index('<a href="#ladder_dpsd">dpsd</a>')
+
+
+def test_a_row_two_specs_compare_with_counts_once_with_its_best_outcome():
+    refs = pd.DataFrame([ref("dpsd", 1, 90.0)])
+    board = Scoreboard()
+    board.add(refs, pd.DataFrame([group("dpsd", 1, status="not run")]))
+    board.add(refs, pd.DataFrame([group("dpsd", 1, accuracy=89.0)]))
+    assert {k: len(v) for k, v in board.counts()["dpsd"].items()}["within 2 points"] == 1
+    assert sum(len(v) for v in board.counts()["dpsd"].values()) == 1
