@@ -1,7 +1,7 @@
 """What privacy costs per iteration: ``python -m dpsd.bench [--methods a,b] [--repeats N] [overrides]``.
 
 With ``device=auto`` (the default) every device found is benchmarked in turn: the CPU, then each
-CUDA device; each row ends with its iterations per second and the device.
+CUDA (or MPS) device; each row ends with its iterations per second and the device.
 
 For each method that implements ``make_trainer(ctx)`` (found through the METHODS registry; the
 others are skipped with a printed line), times one training iteration under each private mode
@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from dpsd.config import compose, resolve_device, resolve_paths, validate
+from dpsd.config import available_devices, compose, resolve_device, resolve_paths, validate
 from dpsd.data import load_data
 from dpsd.methods import METHODS
 from dpsd.methods.base import Method, RunContext, Trainer
@@ -128,10 +128,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def devices(setting: str) -> list[torch.device]:
-    """``device=auto``: the CPU and every CUDA device found; otherwise the one device named."""
+    """``device=auto``: every device found (:func:`dpsd.config.available_devices`); otherwise the one named."""
     if setting != "auto":
         return [resolve_device(setting)]
-    return [torch.device("cpu"), *(torch.device("cuda", i) for i in range(torch.cuda.device_count()))]
+    return [torch.device(name) for name in available_devices()]
 
 
 def describe(device: torch.device) -> str:
