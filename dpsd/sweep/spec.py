@@ -102,8 +102,11 @@ def common_smoke_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
 
 
 def over_smoke_cap(spec: Spec, cfg: DictConfig) -> bool:
-    """Whether a cell exceeds one of the shared smoke caps (an amount axis: teachers, synthetic images, ...)."""
-    return any((value := OmegaConf.select(cfg, key)) is not None and value > cap for key, cap in spec.smoke_caps)
+    """Whether a cell exceeds a shared smoke cap on a key the spec varies (its grid or cells: an amount
+    axis such as teachers or synthetic images); sizes a spec sets for all its cells are not capped."""
+    varied = set(spec.grid) | {override_key(o) for cell in spec.cells for o in cell}
+    return any((value := OmegaConf.select(cfg, key)) is not None and value > cap
+               for key, cap in spec.smoke_caps if key in varied)
 
 
 def smoke_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]], own: Sequence[str]) -> tuple[str, ...]:
