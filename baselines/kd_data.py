@@ -71,6 +71,8 @@ class KDDataTrainer(Trainer):
 class KDDataConfig(MethodConfig):
     """``conf/method/kd_data.yaml``."""
 
+    iterations: int = MISSING
+    batch_size: int = MISSING
     steps_per_iteration: int = MISSING
     optimizer: Optimizer = MISSING
     student_lr: float = MISSING

@@ -45,6 +45,7 @@ def noisy_labels_release(cfg: DictConfig, info: DataInfo) -> RandomizedResponseR
 class LP1STConfig(MethodConfig):
     """``conf/method/lp1st.yaml``."""
 
+    batch_size: int = MISSING
     epochs: int = MISSING
     lr: float = MISSING
 

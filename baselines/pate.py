@@ -148,6 +148,8 @@ Aggregator = Enum("Aggregator", "gnmax lnmax")
 class PATEConfig(MethodConfig):
     """``conf/method/pate.yaml`` (its comments say what each setting is)."""
 
+    batch_size: int = MISSING
+    member_steps: Optional[int] = MISSING
     num_teachers: int = MISSING
     pool_fraction: float = MISSING
     queries: int = MISSING

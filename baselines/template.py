@@ -42,6 +42,7 @@ def answers_release(cfg: DictConfig, info: DataInfo) -> RandomizedResponseReleas
 class TemplateConfig(MethodConfig):
     """``conf/method/template.yaml``: one field per setting (the YAML holds the values)."""
 
+    batch_size: int = MISSING
     queries: int = MISSING
     query_epsilon: float = MISSING
     epochs: int = MISSING

@@ -29,7 +29,6 @@ def present(node: DictConfig, prefix: str = "") -> set[str]:
 
 @pytest.mark.parametrize("name", METHODS.names())
 def test_the_dataclass_declares_exactly_the_yaml_keys(name):
-    # the smoke scale adds iterations and batch_size to every method node (MethodConfig declares both)
     node = compose([f"method={name}"]).method
     assert present(node) == declared(METHODS.get(name).config), name
 

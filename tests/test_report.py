@@ -201,7 +201,9 @@ def test_index_renders_in_headless_chromium_with_its_tables_and_figures(study, r
              "--virtual-time-budget=5000", "--hide-scrollbars"]
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", index.as_uri()], capture_output=True, text=True,
                          timeout=120, check=True).stdout
-    assert dom.count("<table") == 3 and "DPSD (label)" in dom and "synthetic digits" in dom
+    # the scoreboard's table, then the spec's three
+    assert dom.count("<table") == 4 and "<h2>Scoreboard</h2>" in dom
+    assert "DPSD (label)" in dom and "synthetic digits" in dom
     loaded = re.search(r'data-images-loaded="(\d+)"', dom)
     total = re.search(r'data-images-total="(\d+)"', dom)
     assert total and int(total.group(1)) == 3 and loaded and loaded.group(1) == total.group(1)

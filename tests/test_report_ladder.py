@@ -17,7 +17,7 @@ from dpsd.report.cells import cell_frame, group_frame
 from dpsd.report.runs import load_runs
 from dpsd.sweep.spec import expand_cells, load_spec
 
-TINY = ["device=cpu", "method.iterations=3", "method.batch_size=16", "model.teacher.recipe.steps=30"]
+TINY = ["device=cpu", "++method.iterations=3", "++method.batch_size=16", "model.teacher.recipe.steps=30"]
 LADDER = """
 name: tiny_ladder
 feeds: {kind: ladder, id: ladder, reference: none, title: "tiny ladder"}

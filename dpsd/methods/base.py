@@ -34,12 +34,9 @@ class MethodConfig:
     accepted values (``Outputs = Enum("Outputs", "logits probabilities")``), so a value outside it
     stops :func:`dpsd.config.compose` with one line naming the accepted ones; adding a switch is one
     field here and one line in the YAML (``tests/test_method_configs.py`` checks the two agree).
-    ``iterations`` and ``batch_size`` are what a scale sets on every method.
     """
 
     name: str = MISSING
-    iterations: Optional[int] = None
-    batch_size: Optional[int] = None
 
 
 Optimizer = Enum("Optimizer", "adam sgd")

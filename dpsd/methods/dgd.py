@@ -59,6 +59,8 @@ CodeProjection = Enum("CodeProjection", "clamp none")
 class DGDConfig(MethodConfig):
     """``conf/method/dgd.yaml`` (its comments say what each setting is)."""
 
+    iterations: int = MISSING
+    batch_size: int = MISSING
     aggregator: Aggregator = MISSING
     sigma: Optional[float] = MISSING
     num_teachers: int = MISSING

@@ -47,6 +47,7 @@ FinetuneEq2 = Enum("FinetuneEq2", "teacher off")
 class DpDfdConfig(MethodConfig):
     """``conf/method/dp_dfd.yaml`` (its comments say what each setting is)."""
 
+    batch_size: int = MISSING
     stages: int = MISSING
     samples_per_stage: int = MISSING
     student_epochs: int = MISSING

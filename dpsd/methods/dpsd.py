@@ -43,6 +43,8 @@ Discriminator = Enum("Discriminator", "student teacher")
 class DPSDConfig(MethodConfig):
     """``conf/method/dpsd.yaml`` (its comments say what each setting is)."""
 
+    iterations: int = MISSING
+    batch_size: int = MISSING
     steps_per_iteration: int = MISSING
     optimizer: Optimizer = MISSING
     student_lr: float = MISSING
