@@ -23,7 +23,7 @@ from dpsd.methods.base import RunContext
 from dpsd.privacy_ops.calibrate import calibrate
 from dpsd.progress import ProgressLog, is_terminal
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
-from dpsd.version import code_version
+from dpsd.version import code_version, git_commit
 
 FIGURES = ("eps_claimed", "eps_rigorous", "eps_rigorous_rdp", "eps_rigorous_pld")
 """The ledger's epsilons every run reports as metrics."""
@@ -117,7 +117,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         if result.generator is not None:
             models["generator"] = result.generator
         tags = {"method": cfg.method.name, "dataset": cfg.dataset.name, "scale": cfg.scale.name,
-                "privacy_mode": cfg.privacy.mode, "code_version": code_version(),
+                "privacy_mode": cfg.privacy.mode, "code_version": code_version(), "git_commit": git_commit(),
                 # tags keep what metrics cannot: an infinite epsilon, the ledger's words
                 **{key: str(privacy[key]) for key in ("eps_claimed", "eps_rigorous", "claimed_notion",
                                                        "claimed_source", "accountant", "neighbouring")}}
