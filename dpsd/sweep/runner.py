@@ -216,8 +216,9 @@ def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: 
     """Run ``to_run`` as one Tune experiment, or resume the killed driver's experiment with
     ``Tuner.restore`` when one for the same spec and scale is unfinished and covers every cell left.
 
-    ``storage/<spec>-<scale>.current`` names the experiment in progress; it is removed once
-    ``fit`` returns, so only a driver that died mid-sweep leaves one to restore."""
+    ``storage/<spec>-<scale>.current`` names the experiment in progress and the trial resources it was
+    started with (a restored experiment keeps its own concurrency, so a driver asking for other resources
+    starts afresh); it is removed once ``fit`` returns, so only a driver that died mid-sweep leaves one."""
     from ray import tune
 
     trainable = tune.with_resources(tune.with_parameters(run_cell, cells=trials),
@@ -229,7 +230,8 @@ def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: 
     if pointer.exists():
         previous = json.loads(pointer.read_text())
         path = storage / previous["name"]
-        if {c.config_hash for c in to_run} <= set(previous["cells"]) and tune.Tuner.can_restore(str(path)):
+        if ({c.config_hash for c in to_run} <= set(previous["cells"]) and previous.get("resources") == resources.__dict__
+                and tune.Tuner.can_restore(str(path))):
             try:
                 tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
                                            restart_errored=True)
@@ -238,7 +240,8 @@ def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: 
                 print(f"dpsd sweep: could not restore {path} ({err}); starting a new experiment")
     if tuner is None:
         name = f"{_experiment_name(spec, scale, to_run)}-{time.strftime('%Y%m%d-%H%M%S')}"
-        pointer.write_text(json.dumps({"name": name, "cells": [c.config_hash for c in to_run]}))
+        pointer.write_text(json.dumps({"name": name, "cells": [c.config_hash for c in to_run],
+                                       "resources": resources.__dict__}))
         tuner = tune.Tuner(
             trainable,
             param_space={"config_hash": tune.grid_search([c.config_hash for c in to_run])},
