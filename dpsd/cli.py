@@ -17,13 +17,13 @@
     dpsd audit model <run id | artifact folder> [key=value ...] [--samples N] [--synthetic M]
                                      membership inference against a run's student, generator and
                                      teacher (AUC, TPR at FPR 1% and 0.1%), as JSON
-    dpsd sweep <spec> [scale=smoke|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
+    dpsd sweep <spec> [scale=smoke|laptop|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
                [--claim-timeout S]
                                      run a sweep spec's cells not yet done (Ray Tune, MLflow)
-    dpsd report [--scale smoke|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [overrides]
+    dpsd report [--scale smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
                                      plots, sample grids and index.html, from the recorded runs
-    dpsd reproduce [--scale smoke|paper] [--only SPEC ...] [--dry-run] [--rerun-stale] [overrides]
+    dpsd reproduce [--scale smoke|laptop|paper] [--only SPEC ...] [--dry-run] [--rerun-stale] [--cpus-per-trial N] [overrides]
                                      the sweeps (whatever is missing), then the report
     dpsd sync [results/fallback] [--to URI]
                                      copy the runs a tracking server missed (kept in the local
@@ -246,6 +246,11 @@ def cmd_audit(args: list[str]) -> None:
     print(_dumps(result))
 
 
+def _add_trial_resources(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cpus-per-trial", type=float, help="default: every CPU of the largest node")
+    parser.add_argument("--gpus-per-trial", type=float, help="default: 0.5 where there are GPUs, else 0")
+
+
 def cmd_sweep(args: list[str]) -> int:
     from dpsd.sweep.runner import CLAIM_TIMEOUT, run_sweep
     from dpsd.sweep.spec import split_scale
@@ -253,12 +258,11 @@ def cmd_sweep(args: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="dpsd sweep", description="run a sweep spec's cells with Ray Tune")
     parser.add_argument("spec", help="a spec file, or the name of one in sweeps/")
-    parser.add_argument("overrides", nargs="*", help="scale=smoke|paper and Hydra overrides for every cell")
+    parser.add_argument("overrides", nargs="*", help="scale=smoke|laptop|paper and Hydra overrides for every cell")
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
     parser.add_argument("--dry-run", action="store_true", help="list the cells to run, stale and done; run nothing")
     parser.add_argument("--rerun-stale", action="store_true", help="also re-run cells recorded by other code versions")
-    parser.add_argument("--cpus-per-trial", type=float, help="default: every CPU of the largest node")
-    parser.add_argument("--gpus-per-trial", type=float, help="default: 0.5 where there are GPUs, else 0")
+    _add_trial_resources(parser)
     parser.add_argument("--claim-timeout", type=float, default=CLAIM_TIMEOUT, metavar="SECONDS",
                         help="take over another driver's claim on a cell after this long without its heartbeat "
                              f"(default {CLAIM_TIMEOUT:g})")
@@ -275,7 +279,7 @@ def _report_parser(command: str, description: str) -> argparse.ArgumentParser:
     from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
 
     parser = _parser(command, description)
-    parser.add_argument("--scale", default="smoke", help="smoke | paper (default smoke; scale=... works too)")
+    parser.add_argument("--scale", default="smoke", help="smoke | laptop | paper (default smoke; scale=... works too)")
     parser.add_argument("--only", nargs="+", default=[], metavar="SPEC", help="spec names or files (default: all)")
     parser.add_argument("--specs", default=str(DEFAULT_SPECS), help="folder of sweep specs (default sweeps/)")
     parser.add_argument("--reference", default=str(DEFAULT_REFERENCE), help="the papers' numbers (CSV)")
@@ -314,10 +318,11 @@ def cmd_reproduce(args: list[str]) -> int:
     parser.add_argument("--rerun-stale", action="store_true",
                         help="also re-run cells recorded by other code versions (default: listed and marked STALE only)")
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
+    _add_trial_resources(parser)
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
     result = reproduce(scale, parsed.only, parsed.dry_run, overrides, parsed.specs, parsed.reference, parsed.out,
-                       parsed.address, parsed.rerun_stale)
+                       parsed.address, parsed.rerun_stale, parsed.cpus_per_trial, parsed.gpus_per_trial)
     for summary in result["sweeps"]:
         print(format_summary(summary, parsed.dry_run))
     if result["index"]:

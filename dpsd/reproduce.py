@@ -21,11 +21,13 @@ from dpsd.sweep.runner import run_sweep
 def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = False,
               overrides: Sequence[str] = (), specs_dir: Path = DEFAULT_SPECS,
               reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
-              address: str | None = None, rerun_stale: bool = False) -> dict[str, Any]:
+              address: str | None = None, rerun_stale: bool = False, cpus_per_trial: float | None = None,
+              gpus_per_trial: float | None = None) -> dict[str, Any]:
     """The sweeps of ``only`` (default: every spec in ``specs_dir``) at ``scale``, then the report
     over the same specs; returns the sweeps' summaries and the index path (None on a dry run)."""
     paths = spec_paths(specs_dir, only)
     summaries = [run_sweep(path, scale=scale, overrides=list(overrides), address=address, dry_run=dry_run,
+                           cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
                            rerun_stale=rerun_stale) for path in paths]
     index = None if dry_run else render_report(paths, scale, overrides, reference_csv, out)
     return {"sweeps": summaries, "index": index}

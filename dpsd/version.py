@@ -3,8 +3,8 @@
 ``code_version()`` is the package version plus a hash of what the result-producing sources *mean*:
 each Python module's syntax tree without docstrings, each YAML file's parsed content, the parsed
 ``pyproject.toml`` (:data:`SOURCES`, less :data:`RESULT_FREE`). A comment, a docstring, the README,
-the report's rendering or the sweep's scheduling therefore leaves it unchanged, while any change to what a run computes
-changes it. The git commit is recorded beside it for provenance (:func:`git_commit`), not used for
+or the code that only starts, records or renders runs therefore leaves it unchanged, while any change
+to what a run computes changes it. The git commit is recorded beside it for provenance (:func:`git_commit`), not used for
 staleness: keyed on the commit, every commit (a README typo, a diagnosis comment in a method's YAML)
 would mark every recorded cell stale.
 
@@ -35,9 +35,10 @@ PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.parent
 SOURCES = ("dpsd", "baselines", "pyproject.toml")
 """Where the code that produces results lives (relative to the checkout or the installed package's parent)."""
-RESULT_FREE = ("dpsd/report", "dpsd/sweep", "dpsd/progress.py")
-"""Code that renders recorded runs, schedules cells or prints progress: changing it changes no recorded
-number (a cell's identity is its config hash, recorded with it)."""
+RESULT_FREE = ("dpsd/version.py", "dpsd/cli.py", "dpsd/reproduce.py", "dpsd/quickstart.py", "dpsd/bench.py",
+               "dpsd/sweep", "dpsd/tracking.py", "dpsd/progress.py", "dpsd/jsonio.py", "dpsd/report")
+"""Code that starts, schedules, records, prints or renders runs: changing it changes no recorded number (a
+run's result is a function of its config, recorded and hashed with it, and of the code that computes it)."""
 TEACHER_SOURCES = ("dpsd/teachers.py", "dpsd/models", "dpsd/data.py", "dpsd/datafiles.py")
 """The modules that determine a trained teacher's weights."""
 
