@@ -19,6 +19,7 @@ from scipy.stats import norm
 
 from dpsd import jsonio
 from dpsd.errors import ConfigError
+from dpsd.privacy.claims import dgd_privacy_analysis, dp_dfd_label_dp, dpdfd_theorem3, pate_gnmax_data_independent, rr_with_prior_label_dp
 from dpsd.privacy import (
     Claim,
     GaussianRelease,
@@ -297,6 +298,73 @@ def test_dpsd_theorem2_is_label_dp():
 def test_dpsd_theorem1_rejects_bad_parameters(args):
     with pytest.raises(ConfigError):
         dpsd_theorem1(*args)
+
+
+def test_dpsd_theorem1_at_sigma_zero_is_the_noiseless_rung():
+    """privacy.noiseless (sigma = 0): the formula's limit, no privacy, for any beta > 0 (also below
+    1); without a norm bound (beta = 0) there is no noiseless rung, only a bad parameter."""
+    for beta in (0.5, BETA, 2.0):
+        assert dpsd_theorem1(beta, CLASSES, BATCH, STEPS, 0.0, DELTA) == Claim(
+            math.inf, DELTA, "(eps, delta)-DP", "DPSD Theorem 1")
+    for beta, sigma in ((0.0, 0.0), (BETA, -1.0), (BETA, math.inf), (math.inf, SIGMA)):
+        with pytest.raises(ConfigError):
+            dpsd_theorem1(beta, CLASSES, BATCH, STEPS, sigma, DELTA)
+
+
+def test_dpsd_theorem1_scales_with_each_factor_of_its_slope():
+    """The slope 2 beta^2 c b T / sigma^2: doubling c, b or T is the same as doubling beta^2 (beta
+    times sqrt 2) or halving sigma^2; the claim is the minimum of Theorem 3 over q at that slope."""
+    base = dpsd_theorem1(BETA, CLASSES, BATCH, STEPS, SIGMA, DELTA).epsilon
+    doubled = dpsd_theorem1(BETA * math.sqrt(2), CLASSES, BATCH, STEPS, SIGMA, DELTA).epsilon
+    assert doubled > base
+    for args in ((BETA, 2 * CLASSES, BATCH, STEPS, SIGMA), (BETA, CLASSES, 2 * BATCH, STEPS, SIGMA),
+                 (BETA, CLASSES, BATCH, 2 * STEPS, SIGMA), (BETA, CLASSES, BATCH, STEPS, SIGMA / math.sqrt(2))):
+        assert dpsd_theorem1(*args, DELTA).epsilon == pytest.approx(doubled, rel=1e-9)
+    for slope in (1e-4, 0.00256, 0.3, 7.0):
+        q = 1 + np.logspace(-5, 5, 400_001)
+        grid = np.min(slope * q + np.log((q - 1) / q) - (np.log(1e-6) + np.log(q)) / (q - 1))
+        beta = math.sqrt(slope / (2 * CLASSES * BATCH * STEPS)) * SIGMA
+        assert dpsd_theorem1(beta, CLASSES, BATCH, STEPS, SIGMA, 1e-6).epsilon == pytest.approx(max(0.0, grid), rel=1e-6)
+
+
+def test_dpdfd_theorem3_is_theorem1s_formula_with_c_squared_n():
+    """DPDFD Theorem 3: slope 2 C^2 n B T / sigma^2, the same conversion as DPSD Theorem 1 (c read as n)."""
+    assert dpdfd_theorem3(BETA, CLASSES, BATCH, STEPS, SIGMA, DELTA) == dataclasses.replace(
+        dpsd_theorem1(BETA, CLASSES, BATCH, STEPS, SIGMA, DELTA), source="DPDFD Theorem 3")
+    assert dpdfd_theorem3(0.5, 1, 32, 10, 0.0, DELTA).epsilon == math.inf
+    for args in ((0.0, 1, 32, 10, 0.0, DELTA), (0.5, 0, 32, 10, 20.0, DELTA), (0.5, 1, 32, 10, 20.0, 1.0),
+                 (0.5, 1, 0, 10, 20.0, DELTA), (0.5, 1, 32, 0, 20.0, DELTA)):
+        with pytest.raises(ConfigError):
+            dpdfd_theorem3(*args)
+
+
+def test_dgd_claim_is_its_printed_formula():
+    """DGD §III-E: |Q| eps_0^2 + eps_0 sqrt(-2 |Q| log delta) + eps_1 (the excerpts' example: 5.80 + eps_1)."""
+    claim = dgd_privacy_analysis(400, 1 / 20, 0.7, DELTA)
+    assert claim.epsilon == pytest.approx(400 / 400 + (1 / 20) * math.sqrt(-2 * 400 * math.log(DELTA)) + 0.7, rel=1e-12)
+    assert claim.epsilon == pytest.approx(5.80 + 0.7, abs=0.005)
+    assert (claim.delta, claim.notion) == (DELTA, "(eps, delta)-DP")
+    for args in ((400, -0.1, 0.0, DELTA), (400, 0.1, -1.0, DELTA), (400, 0.1, 0.0, 0.0), (400, 0.1, 0.0, 1.0)):
+        with pytest.raises(ConfigError):
+            dgd_privacy_analysis(*args)
+
+
+def test_pate_data_independent_claim_is_the_best_integer_order():
+    """PATE+ Prop. 8 + Thm. 5: min over integer lambda in [2, 256] of Q lambda / sigma^2 + ln(1/delta)/(lambda-1)."""
+    for queries, sigma in ((1000, 40.0), (10, 2.0), (1, 300.0)):
+        expected = min(queries * lam / sigma**2 + math.log(1 / DELTA) / (lam - 1) for lam in range(2, 257))
+        assert pate_gnmax_data_independent(queries, sigma, DELTA) == pytest.approx(expected, rel=1e-12)
+    # with much noise the best order is the largest, 256 (not 255)
+    assert pate_gnmax_data_independent(1, 300.0, DELTA) == pytest.approx(256 / 300.0**2 + math.log(1 / DELTA) / 255)
+    assert pate_gnmax_data_independent(1000, 0.0, DELTA) == math.inf
+
+
+@pytest.mark.parametrize("claim", [dpsd_theorem2, rr_with_prior_label_dp, dp_dfd_label_dp])
+def test_label_dp_claims_state_their_per_answer_epsilon(claim):
+    assert (claim(2.5).epsilon, claim(2.5).delta, claim(2.5).notion) == (2.5, 0.0, "eps-label-DP")
+    assert claim(0.0).epsilon == 0.0
+    with pytest.raises(ConfigError):
+        claim(-0.1)
 
 
 # ---------------------------------------------------------------- ledger

@@ -140,3 +140,100 @@ def test_rr_with_prior_is_plain_rr_with_a_flat_prior_and_exact_without_noise():
     truth = torch.randint(0, 10, (500,), generator=rng(7))
     answers, _ = mechanisms.rr_with_prior(truth, peaked, math.inf, rng(8))  # eps = inf: k covers all the prior's mass
     assert torch.equal(answers, truth)
+
+
+@pytest.mark.parametrize("over", ["sample", "batch"])
+def test_clipping_keeps_rows_inside_the_ball_and_shrinks_the_others_onto_it(over):
+    """Abadi et al. 2016 clipping, g min(1, C / ||g||): per row (or the whole batch) norm <= C, rows
+    (the batch) already inside the ball unchanged, the others scaled to norm exactly C."""
+    values = torch.randn(256, 10, generator=rng(11)) * torch.logspace(-3, 2, 256).unsqueeze(1)
+    bound = 1.5
+    clipped = mechanisms.bound_rows(values, bound, 1e-4, how="clip", over=over)
+    if over == "sample":
+        norms = values.norm(dim=1)
+        inside = norms <= bound
+        assert torch.equal(clipped[inside], values[inside])
+        assert torch.allclose(clipped[~inside].norm(dim=1), torch.full((int((~inside).sum()),), bound), rtol=1e-5)
+        assert torch.allclose(clipped[~inside], values[~inside] * (bound / norms[~inside]).unsqueeze(1), rtol=1e-5)
+    else:
+        assert clipped.norm().item() == pytest.approx(bound, rel=1e-5)
+        assert torch.allclose(clipped, values * bound / values.norm(), rtol=1e-5)
+        small = values[:8] / values[:8].norm() * (bound / 2)
+        assert torch.equal(mechanisms.clip_rows(small, bound, over="batch"), small)
+    assert torch.equal(mechanisms.bound_rows(values, bound, 1e-4, how="normalize", over=over),
+                       mechanisms.normalize_rows(values, bound, 1e-4, over=over))
+    for kwargs in ({"how": "scale"}, {"over": "row"}):
+        with pytest.raises(ValueError):
+            mechanisms.bound_rows(values, bound, 1e-4, **kwargs)
+
+
+def test_normalising_divides_by_the_norm_plus_h():
+    """Eq. (3): beta g / (||g|| + h), exactly (h matters for small rows)."""
+    values = torch.tensor([[3.0, 4.0], [0.0, 0.0], [0.03, 0.04]])
+    out = mechanisms.normalize_rows(values, 2.0, 0.05, over="sample")
+    assert torch.allclose(out, torch.tensor([[6 / 5.05, 8 / 5.05], [0.0, 0.0], [0.06 / 0.1, 0.08 / 0.1]]))
+    out = mechanisms.normalize_rows(values, 2.0, 0.05, over="batch")
+    assert torch.allclose(out, 2.0 * values / (values.norm() + 0.05))
+
+
+def test_noisy_mean_is_one_gaussian_release_of_the_sum_divided_by_the_batch():
+    """DPDFD Eq. (4): (sum_i g_i + N(0, s^2 I)) / b, the same vector for every row, one release."""
+    b, std = 4, 3.0
+    rows = torch.arange(b * 2, dtype=torch.float64).reshape(b, 2)
+    draws = torch.stack([mechanisms.noisy_mean(rows, 2.0, std, rng(seed), note="x")[0] for seed in range(20_000)])
+    _, event = mechanisms.noisy_mean(rows, 2.0, std, rng(), note="x")
+    assert (event.l2_sensitivity, event.noise_std, event.count, event.note) == (2.0, std, 1, "x")
+    assert torch.equal(draws[0][0], draws[0][-1])  # every row gets the same mean
+    assert torch.allclose(draws.mean(dim=0)[0], rows.mean(dim=0), atol=5 * std / b / math.sqrt(20_000))
+    assert draws[:, 0, 0].std().item() == pytest.approx(std / b, rel=0.03)
+
+
+def test_laplace_noise_has_the_stated_scale_and_none_at_scale_zero():
+    """Laplace(b): E|x| = b, Var x = 2 b^2, symmetric; scale 0 adds nothing (privacy.noiseless)."""
+    scale = 0.7
+    noise = mechanisms.laplace_noise(torch.zeros(N, 2, dtype=torch.float64), scale, rng(12)).flatten()
+    n = noise.numel()
+    assert abs(noise.abs().mean().item() - scale) < 5 * scale / math.sqrt(n)
+    assert noise.var().item() == pytest.approx(2 * scale**2, rel=0.02)
+    assert abs(noise.mean().item()) < 5 * math.sqrt(2) * scale / math.sqrt(n)
+    assert abs((noise > 0).double().mean().item() - 0.5) < binomial_tolerance(0.5, n)
+    assert noise.dtype == torch.float64
+    assert torch.equal(mechanisms.laplace_noise(torch.ones(5), 0.0, rng()), torch.zeros(5))
+    noisy, event = mechanisms.laplace_mechanism(torch.ones(3, 2), 2.0, scale, rng(), release="once", note="y")
+    assert (event.l1_sensitivity, event.scale, event.count, event.note) == (2.0, scale, 1, "y")
+
+
+def test_selective_index_set_is_the_thresholded_set_or_the_top_two():
+    """DP-DFD Alg. 1 lines 5-7: I = {i : y_s^i > t}; |I| < 2 falls back to the two largest."""
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05],   # t = 0.1: {0, 1, 2}
+                          [0.9, 0.05, 0.03, 0.02],  # one above t: top two {0, 1}
+                          [0.25, 0.25, 0.25, 0.25],  # all above t
+                          [0.1, 0.1, 0.05, 0.75]])  # exactly t is not above: {3} -> top two {3, 0 or 1}
+    mask = mechanisms.selective_index_set(probs, 0.1)
+    assert mask[:3].tolist() == [[True, True, True, False], [True, True, False, False], [True] * 4]
+    assert mask[3].sum().item() == 2 and mask[3, 3].item() and not mask[3, 2].item()
+    assert mechanisms.selective_index_set(probs, 0.1, min_size=3)[1].tolist() == [True, True, True, False]
+
+
+def test_selective_randomized_response_answers_uniformly_when_the_truth_is_outside_and_rr_inside():
+    """Alg. 1 lines 8-11 with k = |I| = 3: truth inside, e^eps/(e^eps+2) and 1/(e^eps+2) on the
+    others of I; truth outside, 1/3 each member of I; never a class outside I."""
+    prior = torch.tensor([[0.4, 0.3, 0.25, 0.05]]).expand(N, -1)
+    epsilon = 1.0
+    inside, event = mechanisms.selective_randomized_response(torch.full((N,), 1), prior, 0.1, epsilon, rng(13), note="z")
+    assert (event.epsilon, event.num_buckets, event.count, event.note) == (epsilon, 2, N, "z")
+    outside, _ = mechanisms.selective_randomized_response(torch.full((N,), 3), prior, 0.1, epsilon, rng(14))
+    keep = math.exp(epsilon) / (math.exp(epsilon) + 2)
+    for answers, expected in ((inside, [(1 - keep) / 2, keep, (1 - keep) / 2, 0.0]), (outside, [1 / 3] * 3 + [0.0])):
+        frequencies = torch.bincount(answers, minlength=4).double() / N
+        for cls in range(4):
+            assert abs(frequencies[cls].item() - expected[cls]) < binomial_tolerance(expected[cls], N), cls
+
+
+def test_randomized_response_with_one_bucket_is_the_truth():
+    truth = torch.zeros(100, dtype=torch.long)
+    answers, event = mechanisms.randomized_response(truth, 1, 1.0, rng(), release="once")
+    assert torch.equal(answers, truth) and event.count == 1
+    assert mechanisms.randomized_response_keep_probability(3.0, 1) == 1.0
+    with pytest.raises(ValueError):
+        mechanisms.randomized_response(truth, 3, 1.0, rng(), release="all")
