@@ -274,3 +274,38 @@ def test_a_log_x_axis_is_labelled_at_the_plotted_values_without_overlapping_mino
         assert axes.get_xlim() == figure.axes[0].get_xlim()  # the panel without runs spans the same x values
     epsilon_labels = [label.get_text() for label in figure.axes[1].get_yticklabels() if label.get_text()]
     assert "0.1" in epsilon_labels and not any("e" in label or "×" in label for label in epsilon_labels)
+
+
+def test_a_curve_never_mixes_two_neighbouring_relations():
+    """Issue 15 item 1: runs under two relations on one dataset give two panels (accuracy and ε), each
+    titled with its relation and holding only that relation's lines; the paper's point goes beside
+    its own method only. A dataset whose runs state one relation keeps a single panel."""
+    import pandas as pd
+
+    from dpsd.report.cells import RUN
+    from dpsd.report.figures import line_figure, panels
+
+    def rows(series, relation, dataset="mnist"):
+        return pd.DataFrame({"status": RUN, "dataset": dataset, "series": series, "method": series, "x": [1.0, 10.0],
+                             "accuracy": [50.0, 80.0], "accuracy_std": None, "teacher_accuracy": 99.0,
+                             "eps_claimed": [1.0, 10.0], "eps_rigorous": [2.0, 20.0], "neighbouring": relation})
+
+    groups = pd.concat([rows("dpsd", "replace_record"), rows("dpsgd", "add_remove_record"),
+                        rows("dpsd_t", "replace_record"), rows("dpsd", "replace_record", "fmnist")], ignore_index=True)
+    assert panels(groups) == [("mnist", "replace_record"), ("mnist", "add_remove_record"), ("fmnist", "replace_record")]
+    reference = pd.DataFrame({"dataset": "mnist", "method": ["dpsgd"], "row": ["DP-SGD (paper)"], "value_number": [90.0],
+                              "epsilon_value": [1.0]})
+    figure = line_figure(groups, "ε (target)", "title", "caption", reference=reference,
+                         reference_x=lambda ref: ref["epsilon_value"], privacy_panel=True)
+    titles = [axes.get_title() for axes in figure.axes[0::2]]  # each accuracy panel, its ε panel after it
+    assert titles == ["mnist · ε w.r.t. replace_record", "mnist · ε w.r.t. add_remove_record",
+                          "fmnist · ε w.r.t. replace_record"]
+    accuracy = {axes.get_title(): set(axes.get_legend_handles_labels()[1]) for axes in figure.axes[0::2]}
+    assert accuracy["mnist · ε w.r.t. replace_record"] == {"dpsd", "dpsd_t", "non-private teacher"}
+    assert accuracy["mnist · ε w.r.t. add_remove_record"] == {"dpsgd", "non-private teacher", "paper: DP-SGD (paper)"}
+    epsilon = figure.axes[1::2]
+    assert [axes.get_ylabel() for axes in epsilon] == ["ε (replace_record)", "ε (add_remove_record)", "ε (replace_record)"]
+    assert set(epsilon[1].get_legend_handles_labels()[1]) == {"dpsgd: ε claimed", "dpsgd: ε rigorous"}
+    single = groups[groups["dataset"] == "fmnist"]
+    assert panels(single.drop(columns="neighbouring")) == [("fmnist", None)]
+    assert line_figure(single.drop(columns="neighbouring"), "x", "t", "c").axes[0].get_title() == "fmnist"

@@ -44,11 +44,38 @@ def deltas(groups: pd.DataFrame) -> str:
 MARKERS = ("D", "s", "^", "v", "P", "X", "*", "h")
 
 
-def _panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool, teacher_line: bool,
+def panels(groups: pd.DataFrame) -> list[tuple[str, str | None]]:
+    """The figure's panels: one per dataset and neighbouring relation of its finished runs, so that no
+    curve or ε axis mixes two relations (an ε is only meaningful with its relation: DESIGN.md, issue 15
+    item 1); a dataset without finished runs (or with runs that state no relation) keeps one panel,
+    relation ``None``. A group whose seeds stated two relations (``"label replace_record"``) is a
+    relation of its own."""
+    found = []
+    for dataset in dict.fromkeys(groups["dataset"]):
+        mine = groups[(groups["dataset"] == dataset) & (groups["status"] == RUN)]
+        relations = list(dict.fromkeys(r for r in mine.get("neighbouring", pd.Series(dtype=str)) if r))
+        found += [(dataset, relation) for relation in relations] or [(dataset, None)]
+    return found
+
+
+def _in_panel(groups: pd.DataFrame, dataset: str, relation: str | None) -> pd.DataFrame:
+    """The finished groups plotted in panel (``dataset``, ``relation``)."""
+    done = groups[(groups["status"] == RUN) & groups["x"].notna() & (groups["dataset"] == dataset)]
+    if relation is not None:
+        done = done[done["neighbouring"] == relation]
+    return done.copy()
+
+
+def panel_title(dataset: str, relation: str | None) -> str:
+    return dataset if relation is None else f"{dataset} · ε w.r.t. {relation}"
+
+
+def _panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numeric: bool, teacher_line: bool,
            reference: pd.DataFrame | None, reference_x: Callable[[pd.Series], float | None]) -> list[float]:
-    """One dataset's lines (one per series, error bars = sample std over seeds), the non-private
-    teacher dashed and the paper's numbers as hollow markers; returns the plotted x values."""
-    done = groups[(groups["status"] == RUN) & groups["x"].notna() & (groups["dataset"] == dataset)].copy()
+    """One panel's lines (:func:`panels`: one dataset, one relation; one line per series, error bars =
+    sample std over seeds), the non-private teacher dashed and the paper's numbers as hollow markers
+    (in a dataset split by relation, only beside the paper's own method); returns the plotted x values."""
+    done = _in_panel(groups, dataset, relation)
     if numeric:
         done["x"] = done["x"].astype(float)
     colors = {}
@@ -62,6 +89,8 @@ def _panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool, teacher_line
         axes.axhline(float(teacher.mean()), color="black", linestyle="--", linewidth=1, label="non-private teacher")
     if reference is not None and numeric:
         rows = reference[(reference["dataset"] == dataset) & reference["value_number"].notna()]
+        if relation is not None and len([p for p in panels(groups) if p[0] == dataset]) > 1:
+            rows = rows[rows["method"].isin(set(done["series"]) | set(done.get("method", [])))]
         names = list(dict.fromkeys(rows["row"]))
         for _, ref in rows.iterrows():
             x = reference_x(ref)
@@ -78,15 +107,15 @@ def _panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool, teacher_line
     unique = dict(zip(labels, handles))
     if unique:
         axes.legend(unique.values(), unique.keys(), fontsize=7, loc="best")
-    axes.set_title(dataset, fontsize=9)
+    axes.set_title(panel_title(dataset, relation), fontsize=9)
     axes.grid(True, alpha=0.3)
     return list(done["x"]) if numeric else []
 
 
-def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool) -> None:
-    """Both ledgers against the x key (log y): ε claimed dashed, ε rigorous solid; an infinite ε is
-    left out of the plot (the table shows it as ∞)."""
-    done = groups[(groups["status"] == RUN) & groups["x"].notna() & (groups["dataset"] == dataset)].copy()
+def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numeric: bool) -> None:
+    """Both ledgers against the x key (log y), one relation (:func:`panels`): ε claimed dashed, ε
+    rigorous solid; an infinite ε is left out of the plot (the table shows it as ∞)."""
+    done = _in_panel(groups, dataset, relation)
     if numeric:
         done["x"] = done["x"].astype(float)
     plotted = False
@@ -104,7 +133,7 @@ def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, numeric: bool) -> N
         axes.legend(fontsize=7, loc="best")
     else:
         axes.text(0.5, 0.5, "no finite ε", ha="center", va="center", transform=axes.transAxes)
-    axes.set_ylabel("ε")
+    axes.set_ylabel("ε" if relation is None else f"ε ({relation})")
     axes.grid(True, alpha=0.3)
 
 
@@ -134,27 +163,27 @@ def _label_log_axis(axes, xs: list[float]) -> None:
 def line_figure(groups: pd.DataFrame, x_label: str, title: str, caption: str,
                 reference: pd.DataFrame | None = None, reference_x: Callable[[pd.Series], float | None] | None = None,
                 log_x: bool | None = None, teacher_line: bool = True, privacy_panel: bool = False) -> Figure:
-    """Accuracy against the x key, one panel per dataset (see :func:`_panel`), and with
-    ``privacy_panel`` both ε ledgers below each. ``reference_x`` places a paper row on the x axis
-    (None: not plotted). ``log_x=None`` chooses a log axis when the x values span more than a
-    factor of 20."""
+    """Accuracy against the x key, one panel per dataset and neighbouring relation (:func:`panels`,
+    :func:`_panel`), and with ``privacy_panel`` both ε ledgers below each. ``reference_x`` places a
+    paper row on the x axis (None: not plotted). ``log_x=None`` chooses a log axis when the x values
+    span more than a factor of 20."""
     numeric = _numeric(groups["x"].dropna())
-    datasets = list(dict.fromkeys(groups["dataset"]))
-    columns = min(len(datasets), 3)
-    rows = math.ceil(len(datasets) / columns) * (2 if privacy_panel else 1)
+    found = panels(groups)
+    columns = min(len(found), 3)
+    rows = math.ceil(len(found) / columns) * (2 if privacy_panel else 1)
     height = 3.6 * rows + 0.6
     figure = Figure(figsize=(4.6 * columns, height), dpi=100)
     xs = []
-    for index, dataset in enumerate(datasets):
+    for index, (dataset, relation) in enumerate(found):
         row, column = divmod(index, columns)
         first_row = 2 * row if privacy_panel else row
         axes = figure.add_subplot(rows, columns, first_row * columns + column + 1)
-        xs += _panel(axes, groups, dataset, numeric, teacher_line, reference, reference_x or (lambda ref: None))
+        xs += _panel(axes, groups, dataset, relation, numeric, teacher_line, reference, reference_x or (lambda ref: None))
         axes.set_xlabel(x_label)
         axes.set_ylabel("student test accuracy (%)")
         if privacy_panel:
             below = figure.add_subplot(rows, columns, (first_row + 1) * columns + column + 1, sharex=axes)
-            _privacy_panel(below, groups, dataset, numeric)
+            _privacy_panel(below, groups, dataset, relation, numeric)
             below.set_xlabel(x_label)
     if numeric and (log_x if log_x is not None else _log_scale(xs)):
         for axes in figure.axes:
