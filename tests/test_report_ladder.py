@@ -117,7 +117,10 @@ def test_the_report_writes_ladder_figures_and_the_markdown_readme_links(study):
     assert (out / "figures" / "tiny_queries.png").stat().st_size > 0
     assert markdown.startswith("# What reproduces so far") and "do not edit" in markdown
     assert "accuracy is lost" in markdown or "no rung loses" in markdown
-    assert "](../reports/figures/tiny_ladder_dpsd_label.png)" in markdown  # relative to the markdown file
+    # the figure is copied beside the Markdown (reports/ is not tracked) and linked relative to it
+    assert "](figures/tiny_ladder_dpsd_label.png)" in markdown
+    copied = study["markdown"].parent / "figures" / "tiny_ladder_dpsd_label.png"
+    assert copied.read_bytes() == (out / "figures" / "tiny_ladder_dpsd_label.png").read_bytes()
     assert "### dpsd (label)" in markdown and "| dpsd (label) | R5 |" in markdown
 
 
@@ -127,4 +130,5 @@ def test_report_command_takes_markdown(study, tmp_path, capsys):
           "--out", str(tmp_path / "reports"), "--markdown", str(target), *study["overrides"]])
     text = target.read_text()
     assert text.startswith("# What reproduces so far")
-    assert "](reports/figures/tiny_ladder_dpsd_label.png)" in text and (tmp_path / "reports" / "index.html").is_file()
+    assert "](figures/tiny_ladder_dpsd_label.png)" in text and (tmp_path / "figures" / "tiny_ladder_dpsd_label.png").is_file()
+    assert (tmp_path / "reports" / "index.html").is_file()
