@@ -113,6 +113,16 @@ def test_events_are_json_ready_with_their_kind():
         lambda: RandomizedResponseRelease(-0.1, 10),
         lambda: RandomizedResponseRelease(1.0, 0),
         lambda: LaplaceRelease(1.0, -2.0),
+        lambda: LaplaceRelease(-1.0, 2.0),
+        lambda: LaplaceRelease(1.0, 2.0, count=-1),
+        lambda: RandomizedResponseRelease(1.0, True),
+        lambda: RandomizedResponseRelease(1.0, 2.5),
+        lambda: RandomizedResponseRelease(1.0, 10, count=-1),
+        lambda: SubsampledGaussianRelease(1.0, 1.5),
+        lambda: SubsampledGaussianRelease(1.0, -0.1),
+        lambda: SubsampledGaussianRelease(-1.0, 0.1),
+        lambda: SubsampledGaussianRelease(1.0, 0.1, count=True),
+        lambda: UnprotectedRelease(count=-1),
     ],
 )
 def test_events_reject_bad_parameters(build):
@@ -245,8 +255,10 @@ def test_non_private_and_leak_free_releases():
     assert rigorous_epsilon([RandomizedResponseRelease(math.inf, 10)], DELTA)["eps_rigorous"] == math.inf
     assert rigorous_epsilon([LaplaceRelease(1.0, 0.0)], DELTA)["eps_rigorous"] == math.inf
     free = [GaussianRelease(0.0, 1.0), RandomizedResponseRelease(0.0, 10), RandomizedResponseRelease(3.0, 1),
-            LaplaceRelease(1.0, 1.0, count=0)]
+            LaplaceRelease(1.0, 1.0, count=0), LaplaceRelease(0.0, 1.0, count=3), SubsampledGaussianRelease(0.0, 0.0),
+            SubsampledGaussianRelease(math.inf, 0.5)]
     assert rigorous_epsilon(free, DELTA)["eps_rigorous"] == 0.0
+    assert pld_epsilon(free, DELTA) == 0.0 and rdp_epsilon(free, DELTA) == 0.0
     with pytest.raises(ConfigError):
         rigorous_epsilon(free, 0.0)
     # fail closed: no release recorded is not "nothing released"
@@ -351,11 +363,13 @@ def test_dgd_claim_is_its_printed_formula():
 
 def test_pate_data_independent_claim_is_the_best_integer_order():
     """PATE+ Prop. 8 + Thm. 5: min over integer lambda in [2, 256] of Q lambda / sigma^2 + ln(1/delta)/(lambda-1)."""
-    for queries, sigma in ((1000, 40.0), (10, 2.0), (1, 300.0)):
+    for queries, sigma in ((1000, 40.0), (10, 2.0), (1, 300.0), (100, 1.0)):
         expected = min(queries * lam / sigma**2 + math.log(1 / DELTA) / (lam - 1) for lam in range(2, 257))
         assert pate_gnmax_data_independent(queries, sigma, DELTA) == pytest.approx(expected, rel=1e-12)
     # with much noise the best order is the largest, 256 (not 255)
     assert pate_gnmax_data_independent(1, 300.0, DELTA) == pytest.approx(256 / 300.0**2 + math.log(1 / DELTA) / 255)
+    # with little noise the best order is the smallest, 2
+    assert pate_gnmax_data_independent(100, 1.0, DELTA) == pytest.approx(200 + math.log(1 / DELTA))
     assert pate_gnmax_data_independent(1000, 0.0, DELTA) == math.inf
 
 
@@ -365,6 +379,79 @@ def test_label_dp_claims_state_their_per_answer_epsilon(claim):
     assert claim(0.0).epsilon == 0.0
     with pytest.raises(ConfigError):
         claim(-0.1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: rdp_to_dp_mironov(0.5, 3.0, d),
+    lambda d: dpsd_theorem1(BETA, CLASSES, BATCH, STEPS, SIGMA, d),
+    lambda d: dpdfd_theorem3(BETA, 1, BATCH, STEPS, SIGMA, d),
+    lambda d: rigorous_epsilon([GaussianRelease(1.0, 2.0)], d),
+])
+def test_delta_must_lie_strictly_between_zero_and_one(call):
+    for delta in (0.0, 1.0, 1.5, -1e-9):
+        with pytest.raises(ConfigError):
+            call(delta)
+    call(0.999)  # just inside: accepted
+
+
+def test_claims_accept_their_smallest_valid_parameters():
+    """sigma and C below 1, one class / step / sample: valid; the Theorem 3 order just above 1 too."""
+    for claim in (dpsd_theorem1(0.5, 1, 1, 1, 0.5, DELTA), dpdfd_theorem3(0.5, 1, 1, 1, 0.5, DELTA)):
+        assert 0 < claim.epsilon < math.inf
+    assert math.isfinite(rdp_to_dp_mironov(0.5, 1.5, DELTA))
+    for q in (1.0, 0.5):
+        with pytest.raises(ConfigError):
+            rdp_to_dp_mironov(0.5, q, DELTA)
+    assert dgd_privacy_analysis(10, 0.0, 0.0, DELTA).epsilon == 0.0
+
+
+def test_linear_rdp_to_dp_finds_minimisers_close_to_one():
+    """A steep curve (slope 100) has its best order near q = 1.4: the search starts at q = 1."""
+    from dpsd.privacy.claims import linear_rdp_to_dp
+
+    q = 1 + np.logspace(-6, 3, 900_001)
+    for slope, delta in ((100.0, 1e-5), (30.0, 1e-3)):
+        grid = np.min(slope * q + np.log((q - 1) / q) - (np.log(delta) + np.log(q)) / (q - 1))
+        assert linear_rdp_to_dp(slope, delta) == pytest.approx(grid, rel=1e-7)
+
+
+def test_every_claim_names_its_source_and_notion():
+    assert dpdfd_theorem3(0.5, 1, 32, 10, 0.0, DELTA) == Claim(math.inf, DELTA, "(eps, delta)-DP", "DPDFD Theorem 3")
+    assert dgd_privacy_analysis(400, 0.05, 0.0, DELTA).source == "DGD §III-E privacy analysis"
+    assert rr_with_prior_label_dp(1.0).source == "RRWithPrior (Ghazi et al. 2021, Alg. 2)"
+    assert dp_dfd_label_dp(1.0).source == "DP-DFD §II-A, §II-C (Alg. 1)"
+
+
+def test_rigorous_epsilon_falls_back_to_rdp_when_the_pld_fails_or_is_larger(monkeypatch):
+    """Both accountants are upper bounds: the smaller is reported, PLD on a tie; a PLD that fails
+    (e.g. out of memory) leaves RDP's."""
+    from dpsd.privacy import accounting
+
+    events = [GaussianRelease(1.0, 2.0, count=10)]
+    rdp = rdp_epsilon(events, DELTA)
+    for pld, expected in ((rdp + 1.0, (rdp, "rdp")), (rdp, (rdp, "pld")), (rdp - 1.0, (rdp - 1.0, "pld"))):
+        monkeypatch.setattr(accounting, "pld_epsilon", lambda events, delta, value=pld: value)
+        result = rigorous_epsilon(events, DELTA)
+        assert (result["eps_rigorous"], result["accountant"]) == expected
+        assert (result["eps_rigorous_rdp"], result["eps_rigorous_pld"]) == (rdp, pld)
+
+    def fails(events, delta):
+        raise MemoryError
+
+    monkeypatch.setattr(accounting, "pld_epsilon", fails)
+    result = rigorous_epsilon(events, DELTA)
+    assert (result["eps_rigorous"], result["accountant"], result["eps_rigorous_pld"]) == (rdp, "rdp", None)
+
+
+def test_a_planned_ledger_keeps_the_plans_claim_notes_relation_and_partial_figure():
+    claim = dpsd_theorem2(1.0)
+    plan = Ledger(claim=claim, notes=["a caveat"], neighbouring="teacher_partition", partial="eps_labels_only")
+    plan.record(GaussianRelease(1.0, 2.0))
+    run = plan.planned()
+    assert (run.claim, run.notes, run.neighbouring, run.partial, run.events) == (
+        claim, ["a caveat"], "teacher_partition", "eps_labels_only", [])
+    run.notes.append("another")
+    assert plan.notes == ["a caveat"]
 
 
 # ---------------------------------------------------------------- ledger

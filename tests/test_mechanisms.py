@@ -19,22 +19,24 @@ def binomial_tolerance(p: float, n: int) -> float:
     return 5 * math.sqrt(p * (1 - p) / n) + 1e-12
 
 
-@pytest.mark.parametrize("epsilon,buckets", [(0.5, 10), (1.0, 10), (2.0, 3), (10.0, 10)])
+@pytest.mark.parametrize("epsilon,buckets", [(0.5, 10), (1.0, 10), (2.0, 3), (10.0, 10), (1.0, 2), (0.3, 2)])
 def test_randomized_response_frequencies_match_eq4(epsilon, buckets):
-    truth = torch.full((N,), 2, dtype=torch.long)
+    truth = torch.full((N,), min(2, buckets - 1), dtype=torch.long)
     answers, event = mechanisms.randomized_response(truth, buckets, epsilon, rng())
     assert (event.epsilon, event.num_buckets, event.count) == (epsilon, buckets, len(truth))
     frequencies = torch.bincount(answers, minlength=buckets).double() / N
     keep = math.exp(epsilon) / (math.exp(epsilon) + buckets - 1)
     other = 1 / (math.exp(epsilon) + buckets - 1)
     for bucket in range(buckets):
-        expected = keep if bucket == 2 else other
+        expected = keep if bucket == truth[0] else other
         assert abs(frequencies[bucket].item() - expected) < binomial_tolerance(expected, N), bucket
 
 
 def test_randomized_response_keep_probability_is_stable_for_large_epsilon():
     assert mechanisms.randomized_response_keep_probability(1000.0, 10) == pytest.approx(1.0)
     assert mechanisms.randomized_response_keep_probability(0.0, 4) == pytest.approx(0.25)
+    assert mechanisms.randomized_response_keep_probability(math.log(3), 2) == pytest.approx(0.75)
+    assert mechanisms.randomized_response_keep_probability(math.log(3), 3) == pytest.approx(0.6)
 
 
 def test_topk_randomized_response_matches_eq5_inside_and_outside_the_top_k():
@@ -237,3 +239,86 @@ def test_randomized_response_with_one_bucket_is_the_truth():
     assert mechanisms.randomized_response_keep_probability(3.0, 1) == 1.0
     with pytest.raises(ValueError):
         mechanisms.randomized_response(truth, 3, 1.0, rng(), release="all")
+
+
+def test_laplace_noise_at_scale_one_is_laplace():
+    noise = mechanisms.laplace_noise(torch.zeros(N, dtype=torch.float64), 1.0, rng(15))
+    assert abs(noise.abs().mean().item() - 1.0) < 5 / math.sqrt(N)
+    assert noise.var().item() == pytest.approx(2.0, rel=0.03)
+
+
+def test_clipping_below_unit_norm_uses_the_rows_own_norm():
+    """Rows of norm in (C, 1) with C < 1 are scaled by C / ||g||, not C / 1."""
+    values = torch.tensor([[0.6, 0.0], [0.0, 0.2], [3.0, 4.0]])
+    clipped = mechanisms.clip_rows(values, 0.3)
+    assert torch.allclose(clipped, torch.tensor([[0.3, 0.0], [0.0, 0.2], [0.18, 0.24]]))
+    assert torch.equal(mechanisms.clip_rows(torch.zeros(2, 3), 0.3), torch.zeros(2, 3))
+
+
+def test_label_mechanisms_treat_each_row_on_its_own():
+    """A batch mixing rows whose teacher label is inside the student's candidate set with rows whose
+    label is outside: each row answers by its own case (RR inside, uniform outside)."""
+    n, classes = N // 2, 6
+    prior = torch.tensor([0.5, 0.3, 0.15, 0.02, 0.02, 0.01]).expand(2 * n, -1)
+    truth = torch.cat([torch.full((n,), 0), torch.full((n,), 5)])
+    cases = {
+        "topk": lambda: mechanisms.topk_randomized_response(truth, prior, 2, 1.0, rng(16))[0],
+        "selective": lambda: mechanisms.selective_randomized_response(truth, prior, 0.1, 1.0, rng(17))[0],
+        "rr_with_prior": lambda: mechanisms.rr_with_prior(truth, prior, 1.0, rng(18))[0],
+    }
+    keep2 = math.exp(1.0) / (math.exp(1.0) + 1)
+    keep3 = math.exp(1.0) / (math.exp(1.0) + 2)
+    expected = {  # per case: the inside half's and the outside half's answer frequencies
+        "topk": ([keep2, 1 - keep2, 0, 0, 0, 0], [0.5, 0.5, 0, 0, 0, 0]),
+        "selective": ([keep3, (1 - keep3) / 2, (1 - keep3) / 2, 0, 0, 0], [1 / 3, 1 / 3, 1 / 3, 0, 0, 0]),
+        "rr_with_prior": ([keep2, 1 - keep2, 0, 0, 0, 0], [0.5, 0.5, 0, 0, 0, 0]),
+    }
+    assert mechanisms.rr_with_prior_k(prior[:1], 1.0).item() == 2
+    for name, draw in cases.items():
+        answers = draw()
+        for half, frequencies in zip((answers[:n], answers[n:]), expected[name]):
+            observed = torch.bincount(half, minlength=classes).double() / n
+            for cls, p in enumerate(frequencies):
+                assert abs(observed[cls].item() - p) < binomial_tolerance(p, n), (name, cls)
+
+
+def test_rr_with_prior_k_maximises_the_probability_of_a_correct_answer():
+    """Ghazi et al. 2021 Alg. 2's k for random priors and epsilons, against its definition (the
+    smallest maximiser of top-k mass times e^eps / (e^eps + k - 1)); priors drawn in any order."""
+    generator = rng(19)
+    priors = torch.softmax(torch.randn(400, 7, generator=generator, dtype=torch.float64) * 2, dim=1)
+    for epsilon in (0.1, 0.7, 2.0, 5.0):
+        got = mechanisms.rr_with_prior_k(priors, epsilon)
+        for row, k in zip(priors.tolist(), got.tolist()):
+            mass = sorted(row, reverse=True)
+            gains = [sum(mass[:j]) * math.exp(epsilon) / (math.exp(epsilon) + j - 1) for j in range(1, 8)]
+            assert k == gains.index(max(gains)) + 1 or gains[k - 1] >= max(gains) * (1 - 1e-6)
+
+
+ALL_MECHANISMS = {
+    "gaussian": lambda g: mechanisms.gaussian_mechanism(torch.zeros(64, 4), 1.0, 1.0, g)[0],
+    "noisy_mean": lambda g: mechanisms.noisy_mean(torch.zeros(64, 4), 1.0, 1.0, g)[0],
+    "laplace": lambda g: mechanisms.laplace_mechanism(torch.zeros(64, 4), 1.0, 1.0, g)[0],
+    "rr": lambda g: mechanisms.randomized_response(torch.zeros(256, dtype=torch.long), 5, 0.5, g)[0],
+    "topk": lambda g: mechanisms.topk_randomized_response(
+        torch.arange(256) % 6, torch.arange(6.0).expand(256, -1), 3, 0.5, g)[0],
+    "topk_all": lambda g: mechanisms.topk_randomized_response(
+        torch.arange(256) % 6, torch.arange(6.0).expand(256, -1), 3, 0.5, g, domain="all")[0],
+    "selective": lambda g: mechanisms.selective_randomized_response(
+        torch.arange(256) % 6, torch.softmax(torch.arange(6.0), 0).expand(256, -1), 0.01, 0.5, g)[0],
+    "rr_with_prior": lambda g: mechanisms.rr_with_prior(
+        torch.arange(256) % 6, torch.full((256, 6), 1 / 6), 0.5, g)[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_MECHANISMS))
+def test_every_mechanism_draws_only_from_its_generator(name):
+    """Reproducible from the seed alone: the same generator state gives the same output whatever
+    torch's global generator does, and another seed another output."""
+    draw = ALL_MECHANISMS[name]
+    torch.manual_seed(1)
+    first = draw(rng(20))
+    torch.manual_seed(2)
+    torch.rand(7)
+    assert torch.equal(draw(rng(20)), first)
+    assert not torch.equal(draw(rng(21)), first)
