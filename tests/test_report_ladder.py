@@ -7,6 +7,7 @@ A tiny ladder spec (R0..R5 of DPSD label, plus the RRWithPrior variant's R5) and
 from __future__ import annotations
 
 import mlflow
+import pandas as pd
 import pytest
 
 from dpsd.cli import main
@@ -98,11 +99,28 @@ def test_each_ladder_has_the_shared_rungs_its_own_rungs_and_the_drop_between_the
 def test_the_diagnosis_names_the_largest_drop_with_the_runs_numbers(study):
     rows = ladder_report.ladders(groups_of(study, "tiny_ladder"))["dpsd (label)"]
     best = {r: rows[rows["rung"] == r]["accuracy"].max() for r in ladder_report.RUNGS}
-    drops = {(f"R{i - 1}", f"R{i}"): best[f"R{i - 1}"] - best[f"R{i}"] for i in range(1, 6)}
+    path = [r for r in ladder_report.RUNGS if r != "R2" or best["R3"] <= best["R2"]]
+    drops = {(upper, lower): best[upper] - best[lower] for upper, lower in zip(path, path[1:])}
     (upper, lower), drop = max(drops.items(), key=lambda item: item[1])
     sentence = ladder_report.diagnosis("dpsd (label)", rows)
     assert f"between {upper} and {lower}" in sentence and f"{drop:.2f} points" in sentence
-    assert ladder_report.LOSS[lower] in sentence
+
+
+def _rows(accuracy: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame({"rung": list(accuracy), "status": ladder_report.RUN, "accuracy": list(accuracy.values())})
+
+
+def test_a_generator_that_beats_noise_takes_r2_off_the_path():
+    """DP-DFD's shape: noise loses everything (R2), the generator recovers it (R3), the noise of
+    the mechanism loses it again (R5): the sentence names R4 -> R5, not R1 -> R2."""
+    rows = _rows({"R0": 99.2, "R1": 97.7, "R2": 9.7, "R3": 94.3, "R4": 85.4, "R5": 35.1})
+    sentence = ladder_report.diagnosis("dp_dfd (label)", rows)
+    assert "between R4 and R5" in sentence and "50.30 points" in sentence and ladder_report.LOSS["R5"] in sentence
+    collapsed = _rows({"R0": 99.2, "R1": 97.7, "R2": 9.7, "R3": 9.7, "R4": 9.7, "R5": 9.7})
+    assert "between R1 and R2" in ladder_report.diagnosis("dpdfd (data)", collapsed)  # R3 no better: R2 stays
+    recovered = _rows({"R0": 99.2, "R1": 97.7, "R2": 9.7, "R3": 27.9, "R4": 27.0, "R5": 26.0})
+    sentence = ladder_report.diagnosis("dpsd_t (label)", recovered)
+    assert "between R1 and R3" in sentence and "R2 9.70%" in sentence
 
 
 def test_the_query_axis_counts_the_teacher_queries_each_run_made(study):
