@@ -92,18 +92,21 @@ def code_version() -> str:
     return f"{__version__}+src{source_hash(SOURCES, RESULT_FREE)}"
 
 
+def _git(*args: str) -> str | None:
+    try:
+        result = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
 @lru_cache(maxsize=1)
 def git_commit() -> str:
     """The checkout's commit (12 hex digits, ``-dirty`` with uncommitted source changes), or ``""`` outside git."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=20)
-        if head.returncode != 0:
-            return ""
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", *SOURCES],
-                               cwd=ROOT, capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
+    head = _git("rev-parse", "HEAD")
+    if not head:
         return ""
-    return head.stdout.strip()[:12] + ("-dirty" if dirty else "")
+    return head[:12] + ("-dirty" if _git("status", "--porcelain", "--untracked-files=no", "--", *SOURCES) else "")
 
 
 @lru_cache(maxsize=1)
