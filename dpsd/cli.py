@@ -20,7 +20,7 @@
     dpsd sweep <spec> [scale=smoke|laptop|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
                [--claim-timeout S]
                                      run a sweep spec's cells not yet done (Ray Tune, MLflow)
-    dpsd report [--scale smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [overrides]
+    dpsd report [--scale smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [--archive CSV] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
                                      plots, sample grids and index.html, from the recorded runs
     dpsd reproduce [--scale smoke|laptop|paper] [--only SPEC ...] [--dry-run] [--rerun-stale] [--cpus-per-trial N] [overrides]
@@ -301,10 +301,13 @@ def cmd_report(args: list[str]) -> None:
     parser = _report_parser("report", "render every spec's tables and figures from the runs")
     parser.add_argument("--markdown", metavar="PATH",
                         help="also write the ladder and query-budget sections as Markdown (e.g. results/what_reproduces.md)")
+    parser.add_argument("--archive", metavar="CSV",
+                        help="a runs archive tracked in git (e.g. results/runs.csv): read beside the MLflow store, "
+                             "then rewritten with every run the report read, so its numbers outlive the store")
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
     index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out,
-                          parsed.markdown)
+                          parsed.markdown, parsed.archive)
     print(f"report: {index}")
 
 

@@ -14,13 +14,14 @@ import shutil
 import subprocess
 
 import mlflow
+import pandas as pd
 import pytest
 from PIL import Image
 
 from dpsd.cli import main
 from dpsd.experiment import run_experiment
 from dpsd.report import render_report
-from dpsd.report.runs import load_runs
+from dpsd.report.runs import load_runs, write_archive
 from dpsd.sweep.spec import expand_cells, load_spec
 
 TINY = ["device=cpu", "++method.iterations=2", "++method.batch_size=16", "model.teacher.recipe.steps=30"]
@@ -118,6 +119,24 @@ def test_runs_are_read_by_config_hash_with_percent_accuracy_and_both_ledgers(stu
     assert (done["eps_claimed"].isin([1.0, 10.0])).all()
     assert (done["eps_rigorous"] > done["eps_claimed"]).all()
     assert (runs["cell_status"] == "data_absent").sum() == 1
+
+
+def test_a_runs_archive_keeps_every_cell_when_the_store_is_lost_and_a_newer_run_replaces_its_row(study, tmp_path):
+    stored = load_runs(study["uri"], "dpsd")
+    archive = write_archive(stored, tmp_path / "runs.csv")
+    empty_store = f"sqlite:///{tmp_path / 'lost' / 'mlflow.db'}"
+    restored = load_runs(empty_store, "dpsd", archive)  # a new machine: no store, only the tracked file
+    assert sorted(restored.index) == sorted(stored.index)
+    columns = ["accuracy", "eps_claimed", "eps_rigorous", "cell_status", "run_id", "code_version"]
+    pd.testing.assert_frame_equal(restored.loc[stored.index, columns], stored[columns], check_dtype=False)
+    done = stored[stored["cell_status"] == "done"].index[0]
+    older = pd.read_csv(archive).assign(start_time="2000-01-01T00:00:00+00:00", accuracy=-1.0, run_id="old")
+    older.to_csv(archive, index=False)
+    merged = load_runs(study["uri"], "dpsd", archive)
+    assert merged.loc[done, "run_id"] == stored.loc[done, "run_id"]  # the store's later run wins
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a runs archive"):
+        load_runs(empty_store, "dpsd", tmp_path / "bad.csv")
 
 
 def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_runs(study, report):
@@ -252,7 +271,6 @@ def test_a_series_that_names_a_config_group_is_labelled_by_the_groups_name():
 def test_a_log_x_axis_is_labelled_at_the_plotted_values_without_overlapping_minor_labels():
     """ε₀ from 0.02 to 0.4 spans little more than a decade, where matplotlib labels its minor ticks
     ("2×10⁻²", "3×10⁻²", …) into one another; the axis must instead name each plotted x once."""
-    import pandas as pd
 
     from dpsd.report.cells import RUN
     from dpsd.report.figures import line_figure
@@ -280,7 +298,6 @@ def test_a_curve_never_mixes_two_neighbouring_relations():
     """Issue 15 item 1: runs under two relations on one dataset give two panels (accuracy and ε), each
     titled with its relation and holding only that relation's lines; the paper's point goes beside
     its own method only. A dataset whose runs state one relation keeps a single panel."""
-    import pandas as pd
 
     from dpsd.report.cells import RUN
     from dpsd.report.figures import line_figure, panels

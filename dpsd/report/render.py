@@ -23,7 +23,7 @@ from dpsd.report import figures, formats, ladder, site
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
-from dpsd.report.runs import load_runs
+from dpsd.report.runs import load_runs, write_archive
 from dpsd.report.tables import SCALE_LINES, paper_table, switches
 from dpsd.sweep.spec import Spec, expand_cells, load_spec
 from dpsd.tracking import tracking_uri
@@ -156,18 +156,21 @@ def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section
 
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
                   reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
-                  markdown: Path | None = None) -> Path:
+                  markdown: Path | None = None, archive: Path | None = None) -> Path:
     """Render every spec in ``specs`` for ``scale`` and write ``out/index.html``; returns its path.
 
     ``overrides`` are those the sweeps ran with (they decide the cells' config hashes and where the
     MLflow store is: ``results_dir``, ``tracking.uri``, ``tracking.experiment``). ``markdown``: also
     write the ladder and query-budget sections as one Markdown file there (README's "What reproduces
-    so far" links it), its figure links relative to ``out``.
+    so far" links it), its figure links relative to ``out``. ``archive``: a runs archive CSV (tracked in
+    git) read beside the store and rewritten with the merged runs, so the numbers outlive the store.
     """
     loaded = [load_spec(path) for path in specs]  # a bad spec name stops before anything is composed
     cfg: DictConfig = resolve_paths(compose(list(overrides)))
     uri = tracking_uri(cfg)
-    runs = load_runs(uri, str(cfg.tracking.experiment))
+    runs = load_runs(uri, str(cfg.tracking.experiment), None if archive is None else Path(archive))
+    if archive is not None:
+        write_archive(runs, Path(archive))
     reference = load_reference(Path(reference_csv))
     out = Path(out)
     scoreboard = Scoreboard()
@@ -175,6 +178,8 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     intro = [f"Scale: {scale} — {SCALE_LINES.get(scale, scale)}.",
              f"Reproduced numbers: MLflow runs in {uri} (experiment {cfg.tracking.experiment!r}); reported numbers: "
              f"{reference_csv}. No number on this page is typed by hand."]
+    if archive is not None:
+        intro.insert(2, f"Runs archived in {archive} (read beside the store, then rewritten with the merged runs).")
     if markdown is not None:
         _write_markdown(Path(markdown), out, intro, sections)
     board = scoreboard.html(scale, {section.name for section in sections})

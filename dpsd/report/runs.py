@@ -4,11 +4,16 @@ A report never recomputes a number; every reproduced figure comes from a run fou
 trial runs (those tagged ``config_hash``) are read, found by that hash and not by their ``sweep`` tag
 (a cell shared by two specs runs once). For each hash the latest FINISHED run tagged
 ``cell_status=done`` wins; a ``cell_status=data_absent`` marker counts only when there is none.
+
+An MLflow store is a file beside the checkout, and a lost machine loses it. The *runs archive* (a CSV
+tracked in git, ``results/runs.csv``) keeps the rows a report read: :func:`load_runs` merges it with the
+store under the same rule, and :func:`write_archive` writes the merged rows back.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import mlflow
 import pandas as pd
@@ -16,6 +21,7 @@ import pandas as pd
 RUN_COLUMNS = ("config_hash", "run_id", "status", "cell_status", "sweep", "cell", "scale", "start_time",
                "artifact_uri", "accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta",
                "neighbouring", "code_version")
+FLOAT_COLUMNS = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
 
 
 def _float(value: object) -> float:
@@ -68,19 +74,55 @@ def normalise(raw: pd.DataFrame) -> pd.DataFrame:
     for name in runs.columns:
         if name.startswith("metrics."):
             out[name] = runs[name]
-    completed = (out["status"] == "FINISHED") & (out["cell_status"] == "done")
-    absent = out["cell_status"] == "data_absent"
-    out = out[completed | absent].assign(_rank=completed.astype(int))
+    return latest_per_cell(out)
+
+
+def latest_per_cell(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a ``config_hash`` column -> one per hash, indexed by it: the latest completed run, else
+    the latest ``data_absent`` marker; every other row is dropped."""
+    completed = (runs["status"] == "FINISHED") & (runs["cell_status"] == "done")
+    absent = runs["cell_status"] == "data_absent"
+    out = runs[completed | absent].assign(_rank=completed.astype(int))
     out = out.sort_values(["config_hash", "_rank", "start_time", "run_id"])
     return out.drop_duplicates("config_hash", keep="last").drop(columns="_rank").set_index("config_hash")
 
 
-def load_runs(tracking_uri: str, experiment: str) -> pd.DataFrame:
-    """Every sweep cell's run in the experiment, indexed by config hash (empty if none)."""
+def read_archive(path: Path) -> pd.DataFrame:
+    """The runs archive at ``path`` as :func:`normalise` rows (empty when there is no file)."""
+    if not path.exists():
+        return pd.DataFrame(columns=RUN_COLUMNS)
+    frame = pd.read_csv(path, dtype={c: str for c in RUN_COLUMNS if c not in FLOAT_COLUMNS}, keep_default_na=False,
+                        na_values={c: [""] for c in FLOAT_COLUMNS})
+    missing = [c for c in RUN_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: not a runs archive (no column {', '.join(missing)}); dpsd report --archive writes one")
+    frame["start_time"] = pd.to_datetime(frame["start_time"], utc=True, format="ISO8601")
+    for name in [*FLOAT_COLUMNS, *(c for c in frame.columns if c.startswith("metrics."))]:
+        frame[name] = pd.to_numeric(frame[name], errors="coerce")
+    return frame
+
+
+def write_archive(runs: pd.DataFrame, path: Path) -> Path:
+    """Write :func:`load_runs`'s rows to ``path`` as CSV, one row per cell in hash order (stable diffs)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame = runs.reset_index().sort_values("config_hash")
+    frame = frame[[*RUN_COLUMNS, *sorted(c for c in frame.columns if c.startswith("metrics."))]]
+    frame.assign(start_time=frame["start_time"].map(lambda t: t.isoformat())).to_csv(path, index=False)
+    return path
+
+
+def load_runs(tracking_uri: str, experiment: str, archive: Path | None = None) -> pd.DataFrame:
+    """Every sweep cell's run in the experiment and in the runs ``archive`` (if given), indexed by config
+    hash (empty if none); for a hash in both, the later completed run wins."""
     client = mlflow.MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return normalise(pd.DataFrame())
-    mlflow.set_tracking_uri(tracking_uri)
-    raw = mlflow.search_runs(experiment_ids=[found.experiment_id], output_format="pandas")
-    return normalise(raw)
+    raw = pd.DataFrame()
+    if found is not None:
+        mlflow.set_tracking_uri(tracking_uri)
+        raw = mlflow.search_runs(experiment_ids=[found.experiment_id], output_format="pandas")
+    stored = normalise(raw)
+    if archive is None:
+        return stored
+    archived = read_archive(archive)
+    frames = [frame for frame in (archived, stored.reset_index()) if not frame.empty]
+    return latest_per_cell(pd.concat(frames, ignore_index=True)) if frames else stored
