@@ -9,6 +9,11 @@ against the same iteration with ``privacy=none``: same networks (same seed), bat
 teacher, in one process, modes interleaved round by round. Prints the ratio to the reference and
 the privatisation's share of the private iteration, ``(t_private - t_none) / t_private``. Timing
 claims belong here, not in tests: the numbers depend on the machine.
+
+``--ensemble M``: instead, the teacher-ensemble backends (:mod:`dpsd.ensembles`). The private split is
+dealt ``--parts`` ways (default 250, PATE's and DGD's size); the first M members are trained from an
+empty cache by the serial and then the vmap backend, each member ``--member-steps`` optimiser steps
+(default 30). Prints seconds per member, the vmap/serial ratio, and the time for all parts at that rate.
 """
 
 from __future__ import annotations
@@ -16,21 +21,24 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 
 import torch
 
 from dpsd.config import available_devices, compose, resolve_device, resolve_paths, validate
 from dpsd.data import load_data
+from dpsd.ensembles import load_or_train_members, with_member_steps
 from dpsd.methods import METHODS
 from dpsd.methods.base import Method, RunContext, Trainer
 from dpsd.privacy.accounting import Ledger
-from dpsd.teachers import load_or_train_teacher
+from dpsd.teachers import disjoint_partition, load_or_train_teacher
 
 REFERENCE = "none"
 PRIVATE_MODES = ("label", "data")
 REPEATS = 20
 WARMUP = 3
+ENSEMBLE_BACKENDS = ("serial", "vmap")
 
 
 def _seconds(action) -> float:
@@ -96,19 +104,55 @@ def bench_method(name: str, overrides: list[str], teacher, data, device, repeats
     return time_modes(trainers, repeats, device)
 
 
+def bench_ensemble(cfg, data, device, members: int, parts: int, steps: int) -> dict[str, float]:
+    """Seconds per member for each backend: the first ``members`` of a ``parts``-way split of the
+    private set, ``steps`` optimiser steps each, trained into an empty cache in this process."""
+    split, _ = disjoint_partition(len(data.train), parts, 0, int(cfg.seed))
+    names = [f"bench {i}/{parts}" for i in range(members)]
+    seconds: dict[str, float] = {}
+    for name in ENSEMBLE_BACKENDS:
+        with tempfile.TemporaryDirectory() as cache:
+            member_cfg = with_member_steps(cfg, steps)
+            member_cfg.results_dir = cache
+            member_cfg.model.teacher.ensemble.backend = name
+            seconds[name] = _seconds(lambda: load_or_train_members(member_cfg, data, device, split[:members], names))
+    return {name: total / members for name, total in seconds.items()}
+
+
+def print_ensemble(cfg, data, members: int, parts: int, steps: int) -> None:
+    print(f"teacher ensemble on {cfg.dataset.name}: {cfg.model.teacher.arch} members, the private split dealt "
+          f"{parts} ways, {members} members timed per backend, {steps} steps of {cfg.model.teacher.recipe.batch_size}")
+    print(f"{'s/member serial':>16} {'s/member vmap':>14} {'vmap / serial':>14} {f'{parts} serial min':>16} "
+          f"{f'{parts} vmap min':>14}  device")
+    for device in devices(cfg.device):
+        per_member = bench_ensemble(cfg, data, device, members, parts, steps)
+        serial, batched = per_member["serial"], per_member["vmap"]
+        print(f"{serial:>16.2f} {batched:>14.2f} {batched / serial:>14.2f} {serial * parts / 60:>16.1f} "
+              f"{batched * parts / 60:>14.1f}  {describe(device)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpsd.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: every "
                         "registered method with a per-iteration trainer)")
     parser.add_argument("--repeats", type=int, default=None, help=f"timed iterations per mode (default {REPEATS})")
+    parser.add_argument("--ensemble", type=int, metavar="M", help="time M teacher-ensemble members per backend "
+                        "(serial, vmap) instead of the methods' iterations")
+    parser.add_argument("--parts", type=int, default=250, help="--ensemble: ways the private split is dealt (default 250)")
+    parser.add_argument("--member-steps", type=int, default=30, help="--ensemble: optimiser steps per member (default 30)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for `dpsd run`")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.ensemble is not None and not 1 <= args.ensemble <= args.parts:
+        parser.error(f"--ensemble must be between 1 and --parts ({args.parts}), got {args.ensemble}")
     overrides = [*args.overrides, "tracking=none"]
     repeats = args.repeats or REPEATS
     cfg = compose(overrides)
     validate(cfg)
     cfg = resolve_paths(cfg)
     data = load_data(cfg)
+    if args.ensemble is not None:
+        print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps)
+        return
     names = args.methods.split(",") if args.methods else [name for name in METHODS.names() if has_trainer(name)]
     print(f"one iteration on {cfg.dataset.name}, batch {cfg.method.batch_size}, median of {repeats} interleaved "
           f"iterations; privacy=none is the reference; share = (t_private - t_none) / t_private")

@@ -59,3 +59,19 @@ def test_a_mode_or_method_that_fails_to_build_is_skipped_with_a_line(tmp_path, c
     assert set(rows(out)) == {("dpsd", "none"), ("dpsd", "label")}
     assert "skip dpsd privacy=data: RuntimeError: no data for dpsd" in out
     assert "skip fed_dpsd privacy=none: RuntimeError: no none for fed_dpsd" in out
+
+
+def test_ensemble_bench_trains_each_backend_into_an_empty_cache_and_prints_their_ratio(tmp_path, capsys):
+    bench.main(["--ensemble", "2", "--parts", "50", "--member-steps", "2", *TINY, f"results_dir={tmp_path}"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "dealt 50 ways, 2 members timed per backend, 2 steps of" in lines[0]
+    serial, batched, ratio, serial_all, batched_all = (float(v) for v in lines[2].split()[:5])
+    assert serial > 0 and batched > 0 and lines[2].split()[5] == "cpu"
+    assert ratio == pytest.approx(batched / serial, abs=0.01 + 0.01 * ratio)  # printed to 2 decimals
+    assert serial_all == pytest.approx(serial * 50 / 60, abs=0.06)
+    assert not (tmp_path / "teachers").exists()  # the timed members went to temporary caches only
+
+
+def test_ensemble_bench_refuses_more_members_than_parts():
+    with pytest.raises(SystemExit):
+        bench.main(["--ensemble", "300", "--parts", "250"])
