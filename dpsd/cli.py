@@ -328,6 +328,8 @@ def cmd_reproduce(args: list[str]) -> int:
                        parsed.address, parsed.rerun_stale, parsed.cpus_per_trial, parsed.gpus_per_trial)
     for summary in result["sweeps"]:
         print(format_summary(summary, parsed.dry_run))
+    for name in result["on_demand"]:
+        print(f"sweep {name}: on demand (an experiment at its own budget), not run; run it with --only {name}")
     if result["index"]:
         print(f"report: {result['index']}")
     return 1 if any(summary["failed"] for summary in result["sweeps"]) else 0

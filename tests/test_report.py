@@ -19,6 +19,7 @@ import pytest
 from PIL import Image
 
 from dpsd.cli import main
+from dpsd.errors import ConfigError
 from dpsd.experiment import run_experiment
 from dpsd.report import render_report
 from dpsd.report.runs import load_runs, write_archive
@@ -255,6 +256,25 @@ def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing
     printed = capsys.readouterr().out
     assert "done (a FINISHED run exists): 1" in printed and "ran:" not in printed
     assert (tmp_path / "reports" / "tables" / "tiny_samples.md").read_text() == first
+
+
+def test_a_bare_reproduce_leaves_out_on_demand_specs_and_runs_them_when_named(tmp_path, capsys):
+    """The ladder and the query budget are experiments at their own budget: a bare ``dpsd reproduce``
+    (a pipeline check at smoke scale) must not start them, and ``--only`` must."""
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)
+    (tmp_path / "sweeps" / "tiny_ladder.yaml").write_text(SAMPLES_SPEC.replace("tiny_samples", "tiny_ladder")
+                                                         + "on_demand: true\n")
+    args = ["--dry-run", "--specs", str(tmp_path / "sweeps"), f"results_dir={tmp_path / 'results'}"]
+    assert main(["reproduce", *args]) == 0
+    printed = capsys.readouterr().out
+    assert "sweep tiny_samples" in printed and "sweep tiny_ladder (" not in printed
+    assert "sweep tiny_ladder: on demand (an experiment at its own budget), not run; run it with --only tiny_ladder" in printed
+    assert main(["reproduce", *args, "--only", "tiny_ladder"]) == 0
+    assert "sweep tiny_ladder (scale=smoke) — dry run" in capsys.readouterr().out
+    (tmp_path / "sweeps" / "tiny_ladder.yaml").write_text(SAMPLES_SPEC + "on_demand: sometimes\n")
+    with pytest.raises(ConfigError, match="on_demand must be true or false"):
+        load_spec(tmp_path / "sweeps" / "tiny_ladder.yaml")
 
 
 def test_a_series_that_names_a_config_group_is_labelled_by_the_groups_name():

@@ -16,7 +16,7 @@ from dpsd.config import compose
 from dpsd.errors import ConfigError
 
 SCALES = ("smoke", "laptop", "paper")
-SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke")
+SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "on_demand")
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 # The smoke overrides every spec of a folder shares (less the keys a spec varies): ``common/smoke.yaml``
 # in the spec's folder (the repository's is ``sweeps/common/smoke.yaml``).
@@ -39,6 +39,9 @@ class Spec:
     smoke: tuple[str, ...]
     path: str | None = None
     smoke_caps: tuple[tuple[str, float], ...] = ()  # (key, cap): at smoke scale, cells above a cap are left out
+    # an experiment at its own budget (the ladder, the query budget): run when named (``dpsd sweep``,
+    # ``dpsd reproduce --only``), never by a bare ``dpsd reproduce``, whose smoke scale is a pipeline check
+    on_demand: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,11 +139,15 @@ def load_spec(path: str | os.PathLike) -> Spec:
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
         raise ConfigError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}")
     base = _overrides(raw.get("base"), f"{path}: base")
+    on_demand = raw.get("on_demand", False)
+    if not isinstance(on_demand, bool):
+        raise ConfigError(f"{path}: on_demand must be true or false, got {on_demand!r}")
     smoke = smoke_overrides(path, grid, cells, _overrides(raw.get("smoke"), f"{path}: smoke"))
     return Spec(
         name=str(raw.get("name") or path.stem), paper=raw.get("paper"), feeds=dict(raw.get("feeds") or {}),
         base=base, grid={str(k): tuple(v) for k, v in grid.items()},
         cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path), smoke_caps=common_smoke_caps(path),
+        on_demand=on_demand,
     )
 
 
