@@ -127,7 +127,7 @@ def print_ensemble(cfg, data, members: int, parts: int, steps: int) -> None:
     for device in devices(cfg.device):
         per_member = bench_ensemble(cfg, data, device, members, parts, steps)
         serial, batched = per_member["serial"], per_member["vmap"]
-        print(f"{serial:>16.2f} {batched:>14.2f} {batched / serial:>14.2f} {serial * parts / 60:>16.1f} "
+        print(f"{serial:>16.3f} {batched:>14.3f} {batched / serial:>14.2f} {serial * parts / 60:>16.1f} "
               f"{batched * parts / 60:>14.1f}  {describe(device)}")
 
 

@@ -13,12 +13,12 @@ import yaml
 
 from dpsd.config import compose, validate
 from dpsd.methods import METHODS
-from dpsd.sweep.spec import load_spec, override_key
+from dpsd.sweep.spec import SPEC_KEYS, load_spec, override_key
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = sorted((REPO / "sweeps").glob("*.yaml"))
 REFERENCE = REPO / "results" / "reference" / "papers.csv"
-KEYS = {"name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke"}
+KEYS = set(SPEC_KEYS)
 PAPERS = {"dpsd", "dpdfd", "dp_dfd", "dgd"}
 KINDS = {"table", "curve", "sensitivity", "samples", "ladder", "query_budget"}
 STUDIES = {"ladder", "query_budget"}  # kinds of our own studies (issue 13): every method, no one paper
