@@ -300,7 +300,7 @@ def cmd_report(args: list[str]) -> None:
 
     parser = _report_parser("report", "render every spec's tables and figures from the runs")
     parser.add_argument("--markdown", metavar="PATH",
-                        help="also write the ladder and query-budget sections as Markdown (e.g. results/what_reproduces.md)")
+                        help="also write the table, ladder and query-budget sections as Markdown (e.g. results/what_reproduces.md)")
     parser.add_argument("--archive", metavar="CSV",
                         help="a runs archive tracked in git (e.g. results/runs.csv): read beside the MLflow store, "
                              "then rewritten with every run the report read, so its numbers outlive the store")

@@ -122,6 +122,19 @@ def test_runs_are_read_by_config_hash_with_percent_accuracy_and_both_ledgers(stu
     assert (runs["cell_status"] == "data_absent").sum() == 1
 
 
+def test_the_markdown_page_carries_each_specs_table_with_both_ledgers(study, tmp_path):
+    root = study["root"]
+    page = tmp_path / "what.md"
+    render_report([root / "sweeps" / "tiny_curve.yaml"], "smoke", study["overrides"], root / "papers.csv",
+                  tmp_path / "reports", page)
+    text = page.read_text()
+    assert text.startswith("# What reproduces so far")
+    assert (tmp_path / "reports" / "tables" / "tiny_curve.md").read_text() in text  # the table's own Markdown, whole
+    header, *rows = table_rows(text)
+    assert "ε claimed" in header and "ε rigorous" in header
+    assert any(f"{accuracy:.2f}" in " ".join(row) for row in rows for accuracy in study["accuracy"].values())
+
+
 def test_a_runs_archive_keeps_every_cell_when_the_store_is_lost_and_a_newer_run_replaces_its_row(study, tmp_path):
     stored = load_runs(study["uri"], "dpsd")
     archive = write_archive(stored, tmp_path / "runs.csv")

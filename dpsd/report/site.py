@@ -43,7 +43,7 @@ class Section:
     table_html: str
     figures: list[tuple[str, str]] = field(default_factory=list)   # (relative path, caption)
     links: list[tuple[str, str]] = field(default_factory=list)     # (relative path, text)
-    markdown: str = ""  # the section of ``dpsd report --markdown`` (ladder and query-budget specs)
+    markdown: str = ""  # the section of ``dpsd report --markdown`` (table, ladder and query-budget specs)
 
 
 def page(title: str, body: str, script: str = "") -> str:
