@@ -169,6 +169,10 @@ def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_
         assert row["Reproduced"] == f"{mean:.2f} ± {std:.2f}"
         assert row["Difference"] == f"{mean - reported:+.2f}"
         assert row["ε claimed"] == eps and row["Seeds"] == "2/2"
+        client = mlflow.MlflowClient(study["uri"])
+        minutes = [client.get_run(study["run_ids"][f"privacy.epsilon={eps} seed={s}"]).data.metrics["time_total_s"] / 60
+                   for s in (0, 1)]
+        assert row["Minutes"] == f"{sum(minutes) / 2:.1f}"
         assert float(row["ε rigorous"]) > float(eps)
         assert row["δ"] == "1e-05"
     data_row = next(v for k, v in by_row.items() if k[0].startswith("DPSD (data)"))
@@ -176,7 +180,7 @@ def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_
     assert next(v for k, v in by_row.items() if k[0].startswith("DP-GAN"))["Reproduced"] == "n/a"
     assert next(v for k, v in by_row.items() if k[1] == "mnist")["Reproduced"] == "data absent"
     unrun = next(v for k, v in by_row.items() if k[2] == "100")
-    assert unrun["Reproduced"] == "—" and unrun["Reported"] == "—" and unrun["Seeds"] == "0/2"
+    assert unrun["Reproduced"] == "—" and unrun["Reported"] == "—" and unrun["Seeds"] == "0/2" and unrun["Minutes"] == "—"
     assert "11.11" not in markdown  # another table's row
     assert 'paper.txt:1 "Our DPSD"; switch: privacy=label' in markdown
 

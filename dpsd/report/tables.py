@@ -4,7 +4,7 @@ Rows follow the paper: every reference row of the table, in the CSV's order, joi
 cell groups on (method, dataset, epsilon) (sweeps/README.md); cell groups the paper has no row for
 follow. Each row shows reported / reproduced / difference, both epsilon ledgers, the neighbouring
 relation eps_rigorous is stated under (rows of one table may differ: the column says so), delta, the
-number of seeds and the code version that recorded the runs, ``STALE`` when it is not this
+number of seeds, the mean wall minutes of a run (``time_total_s``) and the code version that recorded the runs, ``STALE`` when it is not this
 checkout's (:mod:`dpsd.version`). A cell with no run shows "—", one whose data files are absent
 "data absent".
 """
@@ -26,7 +26,7 @@ DASH = "—"
 NO_METHOD = "n/a"
 _SWITCH = re.compile(r"(?:^|;)\s*switch:\s*([^;]*)")
 COLUMNS = ("Row", "Cell", "Dataset", "ε (target)", "Reported", "Reproduced", "Difference",
-           "ε claimed", "ε rigorous", "Neighbouring", "δ", "Seeds", "Code")
+           "ε claimed", "ε rigorous", "Neighbouring", "δ", "Seeds", "Minutes", "Code")
 SCALE_LINES = {
     "smoke": "smoke scale: not comparable to the paper's hyper-parameters",
     "laptop": "laptop scale: the smallest sizes at which the methods learn on 2 CPU cores, not the papers'",
@@ -169,6 +169,7 @@ def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str,
         "Neighbouring": (group.get("neighbouring") or DASH) if group is not None else DASH,
         "δ": _delta(ref, group),
         "Seeds": f"{group['seeds']}/{group['planned_seeds']}" if group is not None else DASH,
+        "Minutes": fmt_number(group.get("metrics.time_total_s", math.nan) / 60, 1) if group is not None else DASH,
         "Code": code_cell(group.get("code_version", "")) if group is not None else DASH,
     }
 
