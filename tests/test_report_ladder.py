@@ -142,6 +142,14 @@ def test_the_report_writes_ladder_figures_and_the_markdown_readme_links(study):
     assert "### dpsd (label)" in markdown and "| dpsd (label) | R5 |" in markdown
 
 
+def test_a_markdown_page_inside_the_report_folder_links_the_figures_already_there(study):
+    root = study["root"]
+    page = study["out"] / "what.md"
+    render_report([root / "sweeps" / "tiny_ladder.yaml"], "smoke", study["overrides"], root / "papers.csv", study["out"], page)
+    assert "](figures/tiny_ladder_dpsd_label.png)" in page.read_text()
+    assert (study["out"] / "figures" / "tiny_ladder_dpsd_label.png").stat().st_size > 0
+
+
 def test_report_command_takes_markdown(study, tmp_path, capsys):
     target = tmp_path / "what.md"
     main(["report", "--specs", str(study["root"] / "sweeps"), "--reference", str(study["root"] / "papers.csv"),
