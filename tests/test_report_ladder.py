@@ -123,6 +123,14 @@ def test_a_generator_that_beats_noise_takes_r2_off_the_path():
     assert "between R1 and R3" in sentence and "R2 9.70%" in sentence
 
 
+def test_a_drop_over_rungs_not_run_is_named_between_the_finished_ones_and_not_attributed():
+    """RRWithPrior's ladder on a store with R0, R4 and R5 only: the loss lies between R0 and R4."""
+    sentence = ladder_report.diagnosis("dpsd (label, rr)", _rows({"R0": 99.2, "R4": 9.74, "R5": 9.74}))
+    assert "between R0 and R4" in sentence and "89.46 points" in sentence and "not yet told apart" in sentence
+    assert "R1, R2, R3" in sentence
+    assert "fewer than two rungs" in ladder_report.diagnosis("dgd (label)", _rows({"R0": 99.2}))
+
+
 def test_the_query_axis_counts_the_teacher_queries_each_run_made(study):
     table = ladder_report.query_table(groups_of(study, "tiny_queries"))
     assert list(table["Queries"]) == [f"{3 * 16:,}", f"{3 * 2 * 16:,}"]

@@ -141,7 +141,8 @@ def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def diagnosis(name: str, rows: pd.DataFrame) -> str:
-    """One sentence: between which consecutive rungs (best run of each) the most accuracy is lost.
+    """One sentence: between which consecutive rungs (best run of each) the most accuracy is lost; where
+    rungs have not run, between the nearest finished ones, and it says the loss is not yet attributed.
 
     R2 (KD on noise) stands on the path only while it is no better than R3: where the method's
     generator beats noise (R3 > R2), the data-free loop is reached from R1 directly, and the drop
@@ -151,17 +152,21 @@ def diagnosis(name: str, rows: pd.DataFrame) -> str:
     bypassed = not (math.isnan(best["R2"]) or math.isnan(best["R3"])) and best["R3"] > best["R2"]
     if bypassed:
         path.remove("R2")
-    steps = [(best[upper] - best[lower], upper, lower) for upper, lower in zip(path, path[1:])
-             if not (math.isnan(best[upper]) or math.isnan(best[lower]))]
+    finished = [r for r in path if not math.isnan(best[r])]  # a step over rungs not run spans them
+    steps = [(best[upper] - best[lower], upper, lower) for upper, lower in zip(finished, finished[1:])]
     missing = [r for r, value in best.items() if math.isnan(value)]
     if not steps:
-        return f"{name}: no two consecutive rungs have finished runs yet (missing: {', '.join(missing)})."
+        return f"{name}: fewer than two rungs have finished runs yet (missing: {', '.join(missing)})."
     drop, upper, lower = max(steps)
     tail = f" (rungs not run yet: {', '.join(missing)})" if missing else ""
     if drop <= 0:
         return f"{name}: no rung loses accuracy against the one above it{tail}."
-    what = (f"the private data replaced by the method's generator, which beats N(0, 1) noise (R2 {best['R2']:.2f}%)"
-            if (upper, lower) == ("R1", "R3") else LOSS[lower])
+    if path.index(lower) - path.index(upper) > 1:
+        what = "one of the components the rungs between them would separate, not yet told apart"
+    elif (upper, lower) == ("R1", "R3"):
+        what = f"the private data replaced by the method's generator, which beats N(0, 1) noise (R2 {best['R2']:.2f}%)"
+    else:
+        what = LOSS[lower]
     return (f"{name}: accuracy is lost mostly between {upper} and {lower} ({best[upper]:.2f}% → {best[lower]:.2f}%, "
             f"{drop:.2f} points), i.e. to {what}{tail}.")
 
