@@ -209,7 +209,8 @@ class PATE(Method):
         queried = Subset(data.train, pool[: int(cfg.method.queries)])
         # the member key carries the split, so a cached teacher never saw the pool
         names = [f"{i}/{len(parts)}, pool {cfg.method.pool_fraction:g}" for i in range(len(parts))]
-        members = load_or_train_members(with_member_steps(cfg, cfg.method.member_steps), data, device, parts, names)
+        members = load_or_train_members(with_member_steps(cfg, cfg.method.member_steps), data, device, parts, names,
+                                        ctx.phase_log)
         query_images, _ = images_and_labels(data.train, pool[: int(cfg.method.queries)])
         votes = vote_counts(member_predictions(members, query_images, device), data.num_classes)
         answered = torch.ones(len(votes), dtype=torch.bool, device=device)

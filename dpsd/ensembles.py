@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -34,6 +34,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from dpsd.data import DataSplits
 from dpsd.errors import ConfigError
 from dpsd.models import build_classifier
+from dpsd.progress import ProgressLog
 from dpsd.teachers import read_cached, save_teacher, teacher_cache_dir, teacher_key, train_classifier
 
 BACKENDS = ("auto", "serial", "vmap")
@@ -77,9 +78,11 @@ def _fresh_member(cfg: DictConfig, data: DataSplits) -> nn.Module:
 
 
 def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.device, parts: list[list[int]],
-                          names: list[str]) -> list[nn.Module]:
+                          names: list[str],
+                          phase_log: Callable[[str, int], ProgressLog | None] | None = None) -> list[nn.Module]:
     """Member ``i`` trained on ``parts[i]`` with seed ``member_seed(seed, i)`` and cached under the
-    member key ``names[i]`` (which must say which split it was trained on); returned in eval mode."""
+    member key ``names[i]`` (which must say which split it was trained on); returned in eval mode.
+    ``phase_log`` (a run's :attr:`~dpsd.methods.base.RunContext.phase_log`): a line as members finish."""
     chosen = backend(cfg, device)
     configs = [_member_cfg(cfg, i) for i in range(len(parts))]
     members: list[nn.Module | None] = []
@@ -92,15 +95,18 @@ def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.devic
         else:
             members.append(None)
     pending = [i for i, model in enumerate(members) if model is None]
+    log = phase_log(f"members ({chosen})", len(pending)) if phase_log is not None and pending else None
     if chosen == "serial":
-        for i in pending:
+        for done, i in enumerate(pending):
             model = _fresh_member(configs[i], data)
             with torch.random.fork_rng(devices=[]):
                 train_classifier(model, Subset(data.train, parts[i]), cfg.model.teacher.recipe, device,
                                  int(configs[i].seed), desc=f"member {names[i]}")
             members[i] = model
+            if log is not None:
+                log.update(done, {})
     else:
-        trained = _train_vmap(cfg, data, device, [configs[i] for i in pending], [parts[i] for i in pending])
+        trained = _train_vmap(cfg, data, device, [configs[i] for i in pending], [parts[i] for i in pending], log)
         for i, model in zip(pending, trained):
             members[i] = model
     for i in pending:
@@ -131,9 +137,9 @@ def images_and_labels(dataset: Dataset, indices: list[int]) -> tuple[Tensor, Ten
 
 
 def _train_vmap(cfg: DictConfig, data: DataSplits, device: torch.device, configs: list[DictConfig],
-                parts: list[list[int]]) -> list[nn.Module]:
+                parts: list[list[int]], log: ProgressLog | None = None) -> list[nn.Module]:
     """Members grouped by their batch size (a part smaller than a batch is one whole batch), trained
-    ``model.teacher.ensemble.chunk`` at a time as one batched model."""
+    ``model.teacher.ensemble.chunk`` at a time as one batched model (``log``: a line per chunk)."""
     recipe = cfg.model.teacher.recipe
     batch = int(recipe.batch_size)
     groups: dict[int, list[int]] = defaultdict(list)
@@ -146,6 +152,8 @@ def _train_vmap(cfg: DictConfig, data: DataSplits, device: torch.device, configs
             selected = indices[start:start + chunk]
             models = _train_chunk(data, device, recipe, [configs[i] for i in selected], [parts[i] for i in selected])
             trained.update(zip(selected, models))
+            if log is not None:
+                log.update(len(trained) - 1, {})
     return [trained[i] for i in range(len(parts))]
 
 

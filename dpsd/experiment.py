@@ -91,7 +91,11 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
                 bar.set_postfix({k: f"{float(v):.3f}" for k, v in metrics.items()}, refresh=False)
             bar.update()
 
-        ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=ledger, progress=progress)
+        def phase_log(desc: str, phase_total: int) -> ProgressLog | None:
+            return ProgressLog(f"{cfg.method.name} {desc}", phase_total) if log is not None else None
+
+        ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=ledger,
+                         progress=progress, phase_log=phase_log)
         train_start = time.perf_counter()
         result = method_cls().fit(ctx)
         time_train = time.perf_counter() - train_start

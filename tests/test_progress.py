@@ -22,3 +22,21 @@ def test_a_line_every_thirty_seconds_when_steps_are_slow_or_uncounted():
         now[0] = 12.0 * step
         log.update(step, {})
     assert [line.split(",")[1] for line in out.getvalue().splitlines()] == [" 36 s", " 72 s", " 108 s"]
+
+
+def test_a_dgd_run_logs_its_members_generator_and_vae_before_the_student(tmp_path, capsys):
+    from dpsd.config import compose
+    from dpsd.experiment import run_experiment
+
+    cfg = compose(["method=dgd", "device=cpu", "tracking=none", f"results_dir={tmp_path}", "model.teacher.recipe.steps=30",
+                   "method.num_teachers=3", "method.member_steps=15", "method.queries=40", "method.iterations=8",
+                   "method.batch_size=32", "method.generator_iterations=3", "method.vae_epochs=1",
+                   "method.synthetic_count=200", "method.latent_dim=4"])
+    run_experiment(cfg)  # capsys's stdout is not a terminal: the lines a sweep's log gets
+    out = capsys.readouterr().out
+    assert "dgd members (serial): step 3/3 (100%)" in out
+    assert "dgd generator: step 3/3 (100%)" in out
+    assert "dgd vae: step 7/7 (100%)" in out  # 1 epoch of 200 synthetic images in batches of 32
+    assert out.index("dgd vae:") < out.index("dgd: step 8/8 (100%)")
+    run_experiment(cfg)
+    assert "members" not in capsys.readouterr().out  # cached members train nothing and print nothing

@@ -19,6 +19,7 @@ from torch import nn
 
 from dpsd.data import DataInfo, DataSplits
 from dpsd.privacy.accounting import Ledger
+from dpsd.progress import ProgressLog
 from dpsd.registry import Registry
 
 METHODS: Registry[type["Method"]] = Registry("method")
@@ -53,6 +54,9 @@ class RunContext:
     rng: torch.Generator
     ledger: Ledger
     progress: Callable[[int, dict[str, float]], None] = lambda step, metrics: None
+    # a log for a phase before or beside the steps (ensemble members, a generator, a VAE): ``(desc, total)``
+    # gives a ProgressLog where the run prints progress lines (stdout not a terminal), else None
+    phase_log: Callable[[str, int], Optional[ProgressLog]] = lambda desc, total: None
 
     @property
     def info(self) -> DataInfo:

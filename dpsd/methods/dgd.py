@@ -239,7 +239,7 @@ def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: T
     cached member per split."""
     cfg, data, device = with_member_steps(ctx.cfg, ctx.cfg.method.member_steps), ctx.data, ctx.device
     names = [f"{i}/{len(parts)}{tag}" for i in range(len(parts))]
-    members = load_or_train_members(cfg, data, device, parts, names)
+    members = load_or_train_members(cfg, data, device, parts, names, ctx.phase_log)
     test = evaluation_split(ctx)
     test_images, test_labels = images_of(test), labels_of(test)
     test_predictions = member_predictions(members, test_images, device)
@@ -280,12 +280,15 @@ def train_generator(ctx: RunContext) -> nn.Module:
     if not generator_trainable(cfg):
         return generator.eval()
     optimizer = make_optimizer("adam", generator.parameters(), float(method.generator_lr))
-    for _ in range(int(method.generator_iterations)):
+    log = ctx.phase_log("generator", int(method.generator_iterations))
+    for step in range(int(method.generator_iterations)):
         z = torch.randn(int(method.batch_size), latent_dim, generator=ctx.rng, device=device)
         loss = generator_loss(cfg, baseline, generator(z))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if log is not None:
+            log.update(step, {"generator_loss": loss.detach()})
     return generator.eval()
 
 
@@ -316,13 +319,16 @@ def train_vae(ctx: RunContext, images: Tensor) -> ConvVAE:
     loader = DataLoader(TensorDataset(images), batch_size=int(method.batch_size), shuffle=True,
                         generator=torch.Generator().manual_seed(int(cfg.seed)))
     vae.train()
-    for _ in range(int(method.vae_epochs)):
-        for (x,) in loader:
-            x = x.to(device)
-            loss = vae_loss(x, *vae(x))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+    log = ctx.phase_log("vae", int(method.vae_epochs) * len(loader))
+    batches = (x for _ in range(int(method.vae_epochs)) for (x,) in loader)
+    for step, x in enumerate(batches):
+        x = x.to(device)
+        loss = vae_loss(x, *vae(x))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if log is not None:
+            log.update(step, {"vae_loss": loss.detach()})
     return vae.eval()
 
 

@@ -193,7 +193,8 @@ class TeacherEnsemble(nn.Module):
 def ensemble_members(ctx: RunContext, n: int) -> list[nn.Module]:
     """n teachers on disjoint partitions of the private split (via the teacher cache)."""
     parts, _ = disjoint_partition(len(ctx.data.train), n, 0, int(ctx.cfg.seed))
-    return load_or_train_members(ctx.cfg, ctx.data, ctx.device, parts, [f"{i}/{n}, pool 0" for i in range(n)])
+    return load_or_train_members(ctx.cfg, ctx.data, ctx.device, parts, [f"{i}/{n}, pool 0" for i in range(n)],
+                                 ctx.phase_log)
 
 
 class DPDFDTrainer(DPSDTrainer):

@@ -316,7 +316,7 @@ class FedDPSD(Method):
         )
         client_cfg = with_member_steps(cfg, method.client_teacher_steps)  # a client holds 1/m of the data
         teachers = load_or_train_members(client_cfg, data, device, parts,
-                                         [client_member(i, cfg) for i in range(len(parts))])
+                                         [client_member(i, cfg) for i in range(len(parts))], ctx.phase_log)
         # each client's mechanism has its own randomness, the same whichever backend runs it
         seeds = [int(cfg.seed) * 1000 + 1 + i for i in range(len(teachers))]
         if method.clients_backend == "ray":
