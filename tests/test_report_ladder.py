@@ -1,7 +1,7 @@
 """`dpsd report` for the ladder and the query-budget axis (issue 13), from real tiny digits runs.
 
 A tiny ladder spec (R0..R5 of DPSD label, plus the RRWithPrior variant's R5) and a tiny query-budget spec
-(DPSD's R3 at 1 and 2 steps per iteration) run through ``run_experiment``, tagged as sweep trials.
+(DPSD's R3 at 1 and 2 steps per iteration, R4 at 1) run through ``run_experiment``, tagged as sweep trials.
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ smoke: [%s]
 QUERIES = """
 name: tiny_queries
 feeds: {kind: query_budget, id: query_budget, reference: none, title: "tiny queries", x: queries}
-base: [method=dpsd, privacy=none]
-grid:
-  method.steps_per_iteration: [1, 2]
+base: [method=dpsd]
+cells:
+  - [privacy=none, method.steps_per_iteration=1]
+  - [privacy=none, method.steps_per_iteration=2]
+  - [privacy=label, privacy.noiseless=true, method.steps_per_iteration=1]
 smoke: [%s]
 """ % ", ".join(TINY)
 
@@ -133,8 +135,10 @@ def test_a_drop_over_rungs_not_run_is_named_between_the_finished_ones_and_not_at
 
 def test_the_query_axis_counts_the_teacher_queries_each_run_made(study):
     table = ladder_report.query_table(groups_of(study, "tiny_queries"))
-    assert list(table["Queries"]) == [f"{3 * 16:,}", f"{3 * 2 * 16:,}"]
-    assert list(table["Rung"]) == ["R3", "R3"]
+    assert list(table["Queries"]) == [f"{3 * 16:,}", f"{3 * 2 * 16:,}", f"{3 * 16:,}"]
+    assert list(table["Rung"]) == ["R3", "R3", "R4"]
+    # R3 has no mechanism, hence no ladder of its own: its row names the method (not "nan")
+    assert list(table["Method"]) == ["dpsd", "dpsd", "dpsd (label)"]
 
 
 def test_the_report_writes_ladder_figures_and_the_markdown_readme_links(study):

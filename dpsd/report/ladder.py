@@ -209,7 +209,8 @@ def query_table(groups: pd.DataFrame) -> pd.DataFrame:
     for _, row in frame.iterrows():
         run = row["status"] == RUN
         rows.append({
-            "Method": row["ladder"] or str(row["base_method"]), "Rung": row["rung"],
+            "Method": row["ladder"] if isinstance(row["ladder"], str) else str(row["base_method"]),  # R0-R3: no ladder (NaN)
+            "Rung": row["rung"],
             "Steps per iteration": str(row["config"].method.get("steps_per_iteration", 1)),
             "Queries": _queries(row) if run else DASH,
             "Accuracy (%)": fmt_number(row["accuracy"]) if run else row["status"],
