@@ -84,7 +84,7 @@ def setting(cfg: DictConfig) -> str:
 
 
 def annotate(groups: pd.DataFrame) -> pd.DataFrame:
-    """The groups with ``rung``, ``what``, ``setting`` and ``ladder`` columns (shared rungs: ``ladder`` = None)."""
+    """The groups with ``rung``, ``what``, ``setting`` and ``ladder`` columns (rungs R0-R3: ``ladder`` missing, NaN)."""
     if groups.empty:
         return groups.assign(rung=[], what=[], setting=[], ladder=[], base_method=[])
     frame = groups.copy()
@@ -206,11 +206,11 @@ def query_table(groups: pd.DataFrame) -> pd.DataFrame:
     """One row per run: ladder, rung, teacher queries made, accuracy and both ledgers."""
     frame = annotate(groups)
     rows = []
-    for _, row in frame.iterrows():
+    names = frame["ladder"].fillna(frame["base_method"])  # R0-R3 have no ladder of their own: the method names them
+    for (_, row), name in zip(frame.iterrows(), names):
         run = row["status"] == RUN
         rows.append({
-            "Method": row["ladder"] if isinstance(row["ladder"], str) else str(row["base_method"]),  # R0-R3: no ladder (NaN)
-            "Rung": row["rung"],
+            "Method": name, "Rung": row["rung"],
             "Steps per iteration": str(row["config"].method.get("steps_per_iteration", 1)),
             "Queries": _queries(row) if run else DASH,
             "Accuracy (%)": fmt_number(row["accuracy"]) if run else row["status"],
