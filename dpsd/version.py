@@ -1,16 +1,19 @@
 """The code version a result was produced by (issue 15, item 4).
 
-``code_version()`` is the package version plus a hash of what the result-producing sources *mean*:
-each Python module's syntax tree without docstrings, each YAML file's parsed content, the parsed
-``pyproject.toml`` (:data:`SOURCES`, less :data:`RESULT_FREE`). A comment, a docstring, the README,
-or the code that only starts, records or renders runs therefore leaves it unchanged, while any change
-to what a run computes changes it. The git commit is recorded beside it for provenance (:func:`git_commit`), not used for
-staleness: keyed on the commit, every commit (a README typo, a diagnosis comment in a method's YAML)
-would mark every recorded cell stale.
+``code_version()`` is the package version plus a hash of what the result-producing Python sources
+*mean*: each module's syntax tree without docstrings, and the parsed ``pyproject.toml``
+(:data:`SOURCES`, less :data:`RESULT_FREE`). A comment, a docstring, the README, or the code that only
+starts, records or renders runs therefore leaves it unchanged, while any change to what a run computes
+changes it. YAML is not hashed here: a config file's values reach a result only through the composed
+config, which a sweep cell's ``config_hash`` already identifies, so a changed YAML value re-keys exactly
+the cells whose config it changes (retuning ``scale=laptop`` leaves the ladder's runs current) instead of
+marking every recorded run stale. The git commit is recorded beside it for provenance (:func:`git_commit`),
+not used for staleness: keyed on the commit, every commit (a README typo) would mark every cell stale.
 
 Every run is tagged with both, and a sweep cell recorded by other code is *stale*: listed as such by
 ``dpsd sweep/reproduce --dry-run``, marked STALE in the report, and re-run only on request
-(``--rerun-stale``).
+(``--rerun-stale``). :func:`code_version_at` computes the same hash over a commit's files, so a run
+recorded under an older rule can be checked against the current code (``tools/retag_code_version.py``).
 
 ``teacher_code_version()`` is the narrower version a cached teacher depends on: the same hash over the
 sources that train it (:data:`TEACHER_SOURCES`), so a change to a method does not retrain every
@@ -26,8 +29,6 @@ import subprocess
 import tomllib
 from functools import lru_cache
 from pathlib import Path
-
-import yaml
 
 from dpsd import __version__
 
@@ -53,37 +54,63 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def meaning(path: Path) -> bytes:
-    """What a source file computes, without its comments and docstrings: the bytes hashed for it."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".py":
-        return ast.dump(_without_docstrings(ast.parse(text, filename=str(path)))).encode()
-    if path.suffix in (".yaml", ".yml"):
-        return json.dumps(yaml.safe_load(text), sort_keys=True, default=str).encode()
-    if path.suffix == ".toml":
+def meaning_of(text: str, name: str) -> bytes:
+    """What the source file ``name`` holding ``text`` computes, without its comments and docstrings:
+    the bytes hashed for it."""
+    if name.endswith(".py"):
+        return ast.dump(_without_docstrings(ast.parse(text, filename=name))).encode()
+    if name.endswith(".toml"):
         return json.dumps(tomllib.loads(text), sort_keys=True).encode()
     return text.encode()
 
 
-def _files(names: tuple[str, ...], excluded: tuple[str, ...] = ()) -> list[Path]:
-    found: list[Path] = []
-    for name in names:
-        path = ROOT / name
-        if path.is_dir():
-            found += [p for p in path.rglob("*") if p.suffix in (".py", ".yaml", ".yml")]
-        elif path.is_file():
-            found.append(path)
-    skip = tuple(ROOT / name for name in excluded)
-    return sorted(p for p in found if not any(p.is_relative_to(s) for s in skip) and "__pycache__" not in p.parts)
+def meaning(path: Path) -> bytes:
+    """:func:`meaning_of` a file on disk."""
+    return meaning_of(path.read_text(encoding="utf-8"), path.name)
 
 
-def source_hash(names: tuple[str, ...], excluded: tuple[str, ...] = ()) -> str:
-    """12 hex digits of sha256 over each file's relative path and :func:`meaning`."""
+def hashed(relative: str, names: tuple[str, ...], excluded: tuple[str, ...] = ()) -> bool:
+    """Whether the file at ``relative`` (a POSIX path from the checkout root) counts: a file named in
+    ``names``, or a Python module under a folder named there, outside ``excluded`` and caches."""
+    def under(folders: tuple[str, ...]) -> bool:
+        return any(relative == f or relative.startswith(f + "/") for f in folders)
+
+    if under(excluded) or "__pycache__" in relative.split("/"):
+        return False
+    return relative in names or (relative.endswith(".py") and under(names))
+
+
+def _working_files(names: tuple[str, ...], excluded: tuple[str, ...], root: Path) -> dict[str, str]:
+    paths = [p for name in names for p in ((root / name).rglob("*.py") if (root / name).is_dir() else [root / name])]
+    relative = {p.relative_to(root).as_posix(): p for p in paths if p.is_file()}
+    return {rel: path.read_text(encoding="utf-8") for rel, path in relative.items() if hashed(rel, names, excluded)}
+
+
+def _commit_files(commit: str, names: tuple[str, ...], excluded: tuple[str, ...], root: Path) -> dict[str, str] | None:
+    listed = _git("ls-tree", "-r", "--name-only", commit, "--", *names, cwd=root)
+    if listed is None:
+        return None
+    files = {}
+    for rel in filter(None, listed.splitlines()):
+        if hashed(rel, names, excluded):
+            text = _git("show", f"{commit}:{rel}", cwd=root)
+            if text is None:
+                return None
+            files[rel] = text
+    return files
+
+
+def _digest(files: dict[str, str]) -> str:
     digest = hashlib.sha256()
-    for path in _files(names, excluded):
-        digest.update(path.relative_to(ROOT).as_posix().encode())
-        digest.update(meaning(path))
+    for rel in sorted(files):
+        digest.update(rel.encode())
+        digest.update(meaning_of(files[rel], rel))
     return digest.hexdigest()[:12]
+
+
+def source_hash(names: tuple[str, ...], excluded: tuple[str, ...] = (), root: Path = ROOT) -> str:
+    """12 hex digits of sha256 over each counted file's relative path and :func:`meaning_of` (:func:`hashed`)."""
+    return _digest(_working_files(names, excluded, root))
 
 
 @lru_cache(maxsize=1)
@@ -92,9 +119,16 @@ def code_version() -> str:
     return f"{__version__}+src{source_hash(SOURCES, RESULT_FREE)}"
 
 
-def _git(*args: str) -> str | None:
+def code_version_at(commit: str, root: Path = ROOT) -> str | None:
+    """The code version, under today's rule, of the sources at git ``commit`` (None where git or the commit
+    is unavailable). The package version is today's: the hash is what identifies the code."""
+    files = _commit_files(commit, SOURCES, RESULT_FREE, root)
+    return None if files is None else f"{__version__}+src{_digest(files)}"
+
+
+def _git(*args: str, cwd: Path = ROOT) -> str | None:
     try:
-        result = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=20)
+        result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout.strip() if result.returncode == 0 else None

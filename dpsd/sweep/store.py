@@ -24,7 +24,7 @@ from typing import Iterator
 from omegaconf import DictConfig, OmegaConf
 
 from dpsd.sweep.spec import Cell, Spec
-from dpsd.version import code_version
+from dpsd.version import code_version, code_version_at
 
 DONE, DATA_ABSENT, CLAIMED, FAILED, ABANDONED = "done", "data_absent", "claimed", "failed", "abandoned"
 CLAIM_OWNER, HEARTBEAT, FAILURE_REASON = "claim_owner", "claim_heartbeat", "failure_reason"
@@ -63,6 +63,43 @@ def recorded_versions(client, experiment_id: str) -> dict[str, set[str]]:
         if "config_hash" in run.data.tags:
             versions.setdefault(run.data.tags["config_hash"], set()).add(run.data.tags.get("code_version", ""))
     return versions
+
+
+def equivalent_versions(client, experiment_ids: list[str], current: str, version_at=None) -> dict[str, str]:
+    """``recorded version -> clean commit`` for each code version recorded in the experiments, other than
+    ``current``, whose runs name (tag ``git_commit``) a commit that ``version_at`` (today's hashing
+    rule; default :func:`dpsd.version.code_version_at`) puts at ``current``: those runs were computed by
+    today's code, recorded under an older rule. One such commit vouches for every run with that version,
+    as long as the older rule hashed at least today's sources (true of every rule so far: each one hashed
+    a subset of what the one before it did)."""
+    version_at = version_at or code_version_at  # None for a dirty tree's '<commit>-dirty': no such commit
+    commits: dict[str, set[str]] = {}
+    for experiment_id in experiment_ids:
+        for run in _search(client, experiment_id, "tags.code_version != ''"):
+            tags = run.data.tags
+            if tags["code_version"] != current and tags.get("git_commit"):
+                commits.setdefault(tags["code_version"], set()).add(tags["git_commit"])
+    vouched: dict[str, str] = {}
+    for version, found in commits.items():
+        commit = next((c for c in sorted(found) if version_at(c) == current), None)
+        if commit is not None:
+            vouched[version] = commit
+    return vouched
+
+
+def retag_equivalent_runs(client, experiment_ids: list[str], current: str, vouched: dict[str, str]) -> dict[str, str]:
+    """Give every run recorded under a version in ``vouched`` (:func:`equivalent_versions`) the ``current``
+    code version, keeping the recorded one (``code_version_recorded``) and the commit that vouches for it
+    (``code_version_vouched_by``); returns ``run id -> recorded version`` of the runs changed."""
+    changed: dict[str, str] = {}
+    for experiment_id in experiment_ids:
+        for version, commit in vouched.items():
+            for run in _search(client, experiment_id, f"tags.code_version = '{version}'"):
+                client.set_tag(run.info.run_id, "code_version_recorded", version)
+                client.set_tag(run.info.run_id, "code_version_vouched_by", commit)
+                client.set_tag(run.info.run_id, "code_version", current)
+                changed[run.info.run_id] = version
+    return changed
 
 
 def cell_state(versions: dict[str, set[str]], digest: str, current: str) -> str:
