@@ -125,6 +125,18 @@ def test_a_generator_that_beats_noise_takes_r2_off_the_path():
     assert "between R1 and R3" in sentence and "R2 9.70%" in sentence
 
 
+def test_the_sentence_gives_the_noise_cost_at_each_epsilon():
+    """DP-DFD's shape on the ladder: the best R5 (ε 10) is close to R4, the other ε is far below it; the
+    clause names both against R4, or against R3 where R4 has not run, and is absent without an R5 run."""
+    rows = _rows({"R0": 99.2, "R1": 97.9, "R2": 9.7, "R3": 93.4, "R4": 83.8, "R5": 26.8}).assign(setting="ε = 1")
+    rows.loc[len(rows)] = {"rung": "R5", "status": ladder_report.RUN, "accuracy": 85.0, "setting": "ε = 10"}
+    sentence = ladder_report.diagnosis("dp_dfd (label)", rows)
+    assert "The noise, against R4 (83.80%): 57.00 points lost at ε = 1 (26.80%); 1.20 points gained at ε = 10" in sentence
+    without_r4 = rows[rows["rung"] != "R4"]
+    assert "against R3 (93.40%): 66.60 points lost at ε = 1" in ladder_report.diagnosis("dp_dfd (label)", without_r4)
+    assert "The noise" not in ladder_report.diagnosis("dp_dfd (label)", rows[rows["rung"] != "R5"])
+
+
 def test_a_drop_over_rungs_not_run_is_named_between_the_finished_ones_and_not_attributed():
     """RRWithPrior's ladder on a store with R0, R4 and R5 only: the loss lies between R0 and R4."""
     sentence = ladder_report.diagnosis("dpsd (label, rr)", _rows({"R0": 99.2, "R4": 9.74, "R5": 9.74}))

@@ -168,7 +168,21 @@ def diagnosis(name: str, rows: pd.DataFrame) -> str:
     else:
         what = LOSS[lower]
     return (f"{name}: accuracy is lost mostly between {upper} and {lower} ({best[upper]:.2f}% → {best[lower]:.2f}%, "
-            f"{drop:.2f} points), i.e. to {what}{tail}.")
+            f"{drop:.2f} points), i.e. to {what}{tail}.{noise_cost(rows)}")
+
+
+def noise_cost(rows: pd.DataFrame) -> str:
+    """What the noise costs at each ε: every finished R5 run against the best R4 run (R3 where R4 has not
+    run), a clause after the sentence of :func:`diagnosis`, whose best-run comparison hides an ε that loses
+    far more than another (``""`` without an R5 run or a reference)."""
+    reference_rung = "R3" if math.isnan(_best(rows, "R4")) else "R4"
+    reference = _best(rows, reference_rung)
+    runs = rows[(rows["rung"] == "R5") & (rows["status"] == RUN)].dropna(subset=["accuracy"])
+    if math.isnan(reference) or runs.empty:
+        return ""
+    costs = [f"{abs(reference - row['accuracy']):.2f} points {'lost' if reference >= row['accuracy'] else 'gained'} "
+             f"at {row.get('setting') or 'its ε'} ({row['accuracy']:.2f}%)" for _, row in runs.iterrows()]
+    return f" The noise, against {reference_rung} ({reference:.2f}%): {'; '.join(costs)}."
 
 
 def ladder_figure(name: str, rows: pd.DataFrame, caption: str, path: Path) -> Path:
