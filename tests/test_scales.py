@@ -28,6 +28,7 @@ EXPECTED = {
     ("laptop", "dpsd_t"): {"iterations": 400, "batch_size": 128},
     ("laptop", "dgd"): {"iterations": 400, "member_steps": 100, "num_teachers": 10},
     ("laptop", "pate"): {"member_steps": 100, "num_teachers": 10, "batch_size": 64},
+    ("laptop", "dp_dfd"): {"stages": 40, "samples_per_stage": 1280},  # the paper's ~50,000 labels (Fig. 2)
     ("laptop", "template"): {"batch_size": 64},
 }
 
