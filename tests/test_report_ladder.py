@@ -32,6 +32,7 @@ cells:
   - [method=dpsd, privacy=label, privacy.epsilon=1]
   - [method=dpsd, privacy=label, privacy.epsilon=1, privacy.rr_prior=rr_with_prior]
 smoke: [%s]
+on_demand: true
 """ % ", ".join(TINY)
 QUERIES = """
 name: tiny_queries
@@ -143,6 +144,16 @@ def test_a_drop_over_rungs_not_run_is_named_between_the_finished_ones_and_not_at
     assert "between R0 and R4" in sentence and "89.46 points" in sentence and "not yet told apart" in sentence
     assert "R1, R2, R3" in sentence
     assert "fewer than two rungs" in ladder_report.diagnosis("dgd (label)", _rows({"R0": 99.2}))
+
+
+def test_an_on_demand_spec_names_its_own_budget_instead_of_the_smoke_pipeline_check(study):
+    """The ladder runs at its spec's own budget (its smoke list) under scale=smoke; its section and the page's
+    scale line say so, while a spec without a budget of its own keeps the smoke scale's line."""
+    markdown = study["markdown"].read_text()
+    own = "its spec's own budget (tiny_ladder.yaml's smoke list, the same for every cell)"
+    assert f"## tiny ladder ({own}, not the papers' hyper-parameters)" in markdown
+    assert f"Scale: smoke — {own}, not the papers' hyper-parameters; smoke scale: not comparable" in markdown
+    assert "## tiny queries (smoke scale: not comparable" in markdown
 
 
 def test_the_query_axis_counts_the_teacher_queries_each_run_made(study):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -96,7 +97,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     refs = reference_rows(reference, feeds, spec.name)
     if scoreboard is not None:
         scoreboard.add(refs, groups)
-    table = paper_table(spec.name, feeds, scale, groups, refs)
+    table = replace(paper_table(spec.name, feeds, scale, groups, refs), scale_line=scale_line(spec, scale))
     for suffix, text in (("md", formats.to_markdown(table)), ("tex", formats.to_latex(table)),
                          ("html", site.page(formats.caption(table), formats.to_html(table)))):
         _write(out / "tables" / f"{spec.name}.{suffix}", text)
@@ -155,6 +156,18 @@ def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section
                                    ladder.markdown_table(body), "", f"![{spec.name}]({png.relative_to(out).as_posix()})", ""])
 
 
+OWN_BUDGET = "its spec's own budget ({}'s smoke list, the same for every cell), not the papers' hyper-parameters"
+
+
+def scale_line(spec: Spec, scale: str) -> str:
+    """What ``scale`` means for ``spec``'s cells. An on-demand spec (the ladder, the query axis) is an experiment at a
+    budget of its own, which it sets in its ``smoke`` list: at scale=smoke its cells run at that budget, not at the
+    pipeline check's sizes that "smoke scale" names everywhere else."""
+    if scale == "smoke" and spec.on_demand and spec.smoke:
+        return OWN_BUDGET.format(Path(spec.path or spec.name).name)
+    return SCALE_LINES.get(scale, f"{scale} scale")
+
+
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
                   reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
                   markdown: Path | None = None, archive: Path | None = None) -> Path:
@@ -176,7 +189,8 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     out = Path(out)
     scoreboard = Scoreboard()
     sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard) for spec in loaded]
-    intro = [f"Scale: {scale} — {SCALE_LINES.get(scale, scale)}.",
+    lines = list(dict.fromkeys(scale_line(spec, scale) for spec in loaded)) or [SCALE_LINES.get(scale, scale)]
+    intro = [f"Scale: {scale} — {'; '.join(lines)}.",
              f"Reproduced numbers: MLflow runs in {uri} (experiment {cfg.tracking.experiment!r}); reported numbers: "
              f"{reference_csv}. No number on this page is typed by hand."]
     if archive is not None:
