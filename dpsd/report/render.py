@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +24,7 @@ from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.runs import load_runs, write_archive
-from dpsd.report.tables import SCALE_LINES, paper_table, switches
+from dpsd.report.tables import SCALE_LINES, paper_table, scale_line, switches
 from dpsd.sweep.spec import Spec, expand_cells, load_spec
 from dpsd.tracking import tracking_uri
 
@@ -97,7 +96,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     refs = reference_rows(reference, feeds, spec.name)
     if scoreboard is not None:
         scoreboard.add(refs, groups)
-    table = replace(paper_table(spec.name, feeds, scale, groups, refs), scale_line=scale_line(spec, scale))
+    table = paper_table(spec.name, feeds, scale_line(spec, scale), groups, refs)
     for suffix, text in (("md", formats.to_markdown(table)), ("tex", formats.to_latex(table)),
                          ("html", site.page(formats.caption(table), formats.to_html(table)))):
         _write(out / "tables" / f"{spec.name}.{suffix}", text)
@@ -154,18 +153,6 @@ def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section
     section.figures.append((png.relative_to(out).as_posix(), caption))
     section.markdown = "\n".join([f"## {spec.feeds.get('title', spec.name)} ({scale_line})", "",
                                    ladder.markdown_table(body), "", f"![{spec.name}]({png.relative_to(out).as_posix()})", ""])
-
-
-OWN_BUDGET = "its spec's own budget ({}'s smoke list, the same for every cell), not the papers' hyper-parameters"
-
-
-def scale_line(spec: Spec, scale: str) -> str:
-    """What ``scale`` means for ``spec``'s cells. An on-demand spec (the ladder, the query axis) is an experiment at a
-    budget of its own, which it sets in its ``smoke`` list: at scale=smoke its cells run at that budget, not at the
-    pipeline check's sizes that "smoke scale" names everywhere else."""
-    if scale == "smoke" and spec.on_demand and spec.smoke:
-        return OWN_BUDGET.format(Path(spec.path or spec.name).name)
-    return SCALE_LINES.get(scale, f"{scale} scale")
 
 
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),

@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
 from omegaconf import OmegaConf
 
 from dpsd.report.cells import DATA_ABSENT, NOT_RUN
+from dpsd.sweep.spec import Spec
 from dpsd.version import code_version
 
 DASH = "—"
@@ -32,6 +34,7 @@ SCALE_LINES = {
     "laptop": "laptop scale: the smallest sizes at which the methods learn on 2 CPU cores, not the papers'",
     "paper": "paper scale: each paper's hyper-parameters for its own methods",
 }
+OWN_BUDGET = "its spec's own budget ({}'s smoke list, the same for every cell), not the papers' hyper-parameters"
 
 
 @dataclass
@@ -174,8 +177,18 @@ def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str,
     }
 
 
-def paper_table(name: str, feeds: dict, scale: str, groups: pd.DataFrame, reference: pd.DataFrame) -> PaperTable:
-    """Join the reference rows of ``feeds['id']`` to the spec's cell groups."""
+def scale_line(spec: Spec, scale: str) -> str:
+    """What ``scale`` means for ``spec``'s cells. An on-demand spec (the ladder, the query axis) is an experiment at a
+    budget of its own, which it sets in its ``smoke`` list: at scale=smoke its cells run at that budget, not at the
+    pipeline check's sizes that "smoke scale" names everywhere else."""
+    if scale == "smoke" and spec.on_demand and spec.smoke:
+        return OWN_BUDGET.format(Path(spec.path or spec.name).name)
+    return SCALE_LINES.get(scale, f"{scale} scale")
+
+
+def paper_table(name: str, feeds: dict, scale_line: str, groups: pd.DataFrame, reference: pd.DataFrame) -> PaperTable:
+    """Join the reference rows of ``feeds['id']`` to the spec's cell groups; ``scale_line`` (:func:`scale_line`)
+    says what scale they ran at."""
     rows, notes, matched = [], [], set()
     for _, ref in reference.iterrows():
         mark = ""
@@ -196,4 +209,4 @@ def paper_table(name: str, feeds: dict, scale: str, groups: pd.DataFrame, refere
     body = pd.DataFrame(rows, columns=list(COLUMNS))
     ids = feeds.get("id", name)
     return PaperTable(name=name, table_id=" + ".join(ids) if isinstance(ids, list) else str(ids), title=str(feeds.get("title", "")),
-                      scale_line=SCALE_LINES.get(scale, f"{scale} scale"), body=body, notes=notes)
+                      scale_line=scale_line, body=body, notes=notes)

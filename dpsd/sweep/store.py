@@ -66,7 +66,7 @@ def recorded_versions(client, experiment_id: str) -> dict[str, set[str]]:
 
 
 def equivalent_versions(client, experiment_ids: list[str], current: str, version_at=None) -> dict[str, str]:
-    """``recorded version -> clean commit`` for each code version recorded in the experiments, other than
+    """``recorded version -> vouching commit`` for each code version recorded in the experiments, other than
     ``current``, whose runs name (tag ``git_commit``) a commit that ``version_at`` (today's hashing
     rule; default :func:`dpsd.version.code_version_at`) puts at ``current``: those runs were computed by
     today's code, recorded under an older rule. One such commit vouches for every run with that version,
