@@ -25,10 +25,14 @@ EXPECTED = {
     ("smoke", "dpsd"): {"iterations": 400, "batch_size": 128},
     ("smoke", "dgd"): {"iterations": 400, "batch_size": 128, "num_teachers": 10},
     ("smoke", "pate"): {"batch_size": 64, "num_teachers": 10},
-    ("laptop", "dpsd_t"): {"iterations": 400, "batch_size": 128},
-    ("laptop", "dgd"): {"iterations": 400, "member_steps": 100, "num_teachers": 10},
+    ("laptop", "dpsd"): {"iterations": 200, "batch_size": 128},  # DPSD §IV-A T at b = 128
+    ("laptop", "dpsd_t"): {"iterations": 200, "batch_size": 128},
+    ("laptop", "dfkd"): {"iterations": 400, "batch_size": 128},
+    ("laptop", "lp1st"): {"epochs": 3},
+    ("laptop", "dpsgd"): {"epochs": 2},
+    ("laptop", "dgd"): {"iterations": 400, "member_steps": 100, "num_teachers": 10, "synthetic_count": 10000},
     ("laptop", "pate"): {"member_steps": 100, "num_teachers": 10, "batch_size": 64},
-    ("laptop", "dp_dfd"): {"stages": 40, "samples_per_stage": 1280},  # the paper's ~50,000 labels (Fig. 2)
+    ("laptop", "dp_dfd"): {"stages": 40, "samples_per_stage": 1280, "student_epochs": 1},  # the paper's ~50,000 labels (Fig. 2)
     ("laptop", "template"): {"batch_size": 64},
 }
 
