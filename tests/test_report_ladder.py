@@ -15,8 +15,9 @@ from dpsd.experiment import run_experiment
 from dpsd.report import ladder as ladder_report
 from dpsd.report import render_report
 from dpsd.report.cells import cell_frame, group_frame
+from dpsd.report import tables
 from dpsd.report.runs import load_runs
-from dpsd.sweep.spec import expand_cells, load_spec
+from dpsd.sweep.spec import Spec, expand_cells, load_spec
 
 TINY = ["device=cpu", "++method.iterations=3", "++method.batch_size=16", "model.teacher.recipe.steps=30"]
 LADDER = """
@@ -154,6 +155,18 @@ def test_an_on_demand_spec_names_its_own_budget_instead_of_the_smoke_pipeline_ch
     assert f"## tiny ladder ({own}, not the papers' hyper-parameters)" in markdown
     assert f"Scale: smoke — {own}, not the papers' hyper-parameters; smoke scale: not comparable" in markdown
     assert "## tiny queries (smoke scale: not comparable" in markdown
+
+
+def test_a_page_of_several_specs_at_their_own_budget_names_them_in_one_line():
+    ladder, queries, smoke = (Spec(name=name, paper=None, feeds={}, base=(), grid={}, cells=(), seeds=(0,),
+                                   smoke=("x=1",) if own else (), path=f"sweeps/{name}.yaml", on_demand=own)
+                              for name, own in (("ladder", True), ("query_budget", True), ("table", False)))
+    line = tables.page_scale_line([ladder, queries, smoke], "smoke")
+    assert line == ("each spec's own budget (ladder.yaml's and query_budget.yaml's smoke lists, the same for every "
+                    f"cell of a spec), not the papers' hyper-parameters; {tables.SCALE_LINES['smoke']}")
+    assert line.count("own budget") == 1
+    assert tables.page_scale_line([ladder], "smoke") == tables.scale_line(ladder, "smoke")
+    assert tables.page_scale_line([ladder, smoke], "laptop") == tables.SCALE_LINES["laptop"]
 
 
 def test_the_query_axis_counts_the_teacher_queries_each_run_made(study):

@@ -24,7 +24,7 @@ from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.runs import load_runs, write_archive
-from dpsd.report.tables import SCALE_LINES, paper_table, scale_line, switches
+from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
 from dpsd.sweep.spec import Spec, expand_cells, load_spec
 from dpsd.tracking import tracking_uri
 
@@ -176,8 +176,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     out = Path(out)
     scoreboard = Scoreboard()
     sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard) for spec in loaded]
-    lines = list(dict.fromkeys(scale_line(spec, scale) for spec in loaded)) or [SCALE_LINES.get(scale, scale)]
-    intro = [f"Scale: {scale} — {'; '.join(lines)}.",
+    intro = [f"Scale: {scale} — {page_scale_line(loaded, scale)}.",
              f"Reproduced numbers: MLflow runs in {uri} (experiment {cfg.tracking.experiment!r}); reported numbers: "
              f"{reference_csv}. No number on this page is typed by hand."]
     if archive is not None:

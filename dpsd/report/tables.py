@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
@@ -35,6 +36,8 @@ SCALE_LINES = {
     "paper": "paper scale: each paper's hyper-parameters for its own methods",
 }
 OWN_BUDGET = "its spec's own budget ({}'s smoke list, the same for every cell), not the papers' hyper-parameters"
+OWN_BUDGETS = ("each spec's own budget ({} smoke lists, the same for every cell of a spec), not the papers' "
+               "hyper-parameters")
 
 
 @dataclass
@@ -177,13 +180,29 @@ def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str,
     }
 
 
-def scale_line(spec: Spec, scale: str) -> str:
-    """What ``scale`` means for ``spec``'s cells. An on-demand spec (the ladder, the query axis) is an experiment at a
-    budget of its own, which it sets in its ``smoke`` list: at scale=smoke its cells run at that budget, not at the
-    pipeline check's sizes that "smoke scale" names everywhere else."""
+def own_budget_file(spec: Spec, scale: str) -> str | None:
+    """The file name of an on-demand spec (the ladder, the query axis) whose cells run at ``scale`` at a budget of
+    its own, which it sets in its ``smoke`` list; None for every other spec and scale."""
     if scale == "smoke" and spec.on_demand and spec.smoke:
-        return OWN_BUDGET.format(Path(spec.path or spec.name).name)
-    return SCALE_LINES.get(scale, f"{scale} scale")
+        return Path(spec.path or spec.name).name
+    return None
+
+
+def scale_line(spec: Spec, scale: str) -> str:
+    """What ``scale`` means for ``spec``'s cells: at scale=smoke an on-demand spec runs at its own budget
+    (:func:`own_budget_file`), not at the pipeline check's sizes that "smoke scale" names everywhere else."""
+    own = own_budget_file(spec, scale)
+    return OWN_BUDGET.format(own) if own else SCALE_LINES.get(scale, f"{scale} scale")
+
+
+def page_scale_line(specs: Sequence[Spec], scale: str) -> str:
+    """What ``scale`` means for a page of ``specs``: each distinct line once, the specs at their own budget named
+    together in one line."""
+    own = [name for spec in specs if (name := own_budget_file(spec, scale))]
+    together = OWN_BUDGETS.format(" and ".join(f"{name}'s" for name in own)) if len(own) > 1 else None
+    lines = dict.fromkeys(together if together and own_budget_file(spec, scale) else scale_line(spec, scale)
+                          for spec in specs)
+    return "; ".join(lines) or SCALE_LINES.get(scale, f"{scale} scale")
 
 
 def paper_table(name: str, feeds: dict, scale_line: str, groups: pd.DataFrame, reference: pd.DataFrame) -> PaperTable:
