@@ -13,9 +13,8 @@ import pytest
 from dpsd.cli import main
 from dpsd.experiment import run_experiment
 from dpsd.report import ladder as ladder_report
-from dpsd.report import render_report
+from dpsd.report import render_report, tables
 from dpsd.report.cells import cell_frame, group_frame
-from dpsd.report import tables
 from dpsd.report.runs import load_runs
 from dpsd.sweep.spec import Spec, expand_cells, load_spec
 

@@ -198,10 +198,10 @@ def scale_line(spec: Spec, scale: str) -> str:
 def page_scale_line(specs: Sequence[Spec], scale: str) -> str:
     """What ``scale`` means for a page of ``specs``: each distinct line once, the specs at their own budget named
     together in one line."""
-    own = [name for spec in specs if (name := own_budget_file(spec, scale))]
-    together = OWN_BUDGETS.format(" and ".join(f"{name}'s" for name in own)) if len(own) > 1 else None
-    lines = dict.fromkeys(together if together and own_budget_file(spec, scale) else scale_line(spec, scale)
-                          for spec in specs)
+    owns = [own_budget_file(spec, scale) for spec in specs]
+    named = [name for name in owns if name]
+    together = OWN_BUDGETS.format(" and ".join(f"{name}'s" for name in named)) if len(named) > 1 else None
+    lines = dict.fromkeys(together if own and together else scale_line(spec, scale) for spec, own in zip(specs, owns))
     return "; ".join(lines) or SCALE_LINES.get(scale, f"{scale} scale")
 
 
