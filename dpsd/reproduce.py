@@ -5,8 +5,10 @@ Cells whose config hash already has a finished run are skipped by the sweep itse
 by another code version (:mod:`dpsd.version`) is stale: listed by ``--dry-run``, marked STALE in the
 report, and re-run only with ``--rerun-stale`` (by default a commit that fixes a README typo costs no
 re-runs). ``--dry-run`` runs nothing: it lists each spec's cells that would run, those stale and those
-already done. Without ``--only`` it leaves out the specs marked ``on_demand`` (experiments at their own
-budget, such as the ladder): they run when named, and the report still renders whatever they recorded.
+already done. The specs' cells run as one Tune experiment (:func:`~dpsd.sweep.runner.run_sweeps`), so
+no core waits while one spec ends and the next starts. Without ``--only`` it leaves out the specs
+marked ``on_demand`` (experiments at their own budget, such as the ladder): they run when named, and
+the report still renders whatever they recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any, Sequence
 
 from dpsd.report import render_report, spec_paths
 from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
-from dpsd.sweep.runner import run_sweep
+from dpsd.sweep.runner import run_sweeps
 from dpsd.sweep.spec import load_spec
 
 
@@ -30,8 +32,8 @@ def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = Fa
     the index path (None on a dry run)."""
     paths = spec_paths(specs_dir, only)
     on_demand = [] if only else [path for path in paths if load_spec(path).on_demand]
-    summaries = [run_sweep(path, scale=scale, overrides=list(overrides), address=address, dry_run=dry_run,
-                           cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
-                           rerun_stale=rerun_stale) for path in paths if path not in on_demand]
+    summaries = run_sweeps([path for path in paths if path not in on_demand], scale=scale, overrides=list(overrides),
+                           address=address, dry_run=dry_run, cpus_per_trial=cpus_per_trial,
+                           gpus_per_trial=gpus_per_trial, rerun_stale=rerun_stale)
     index = None if dry_run else render_report(paths, scale, overrides, reference_csv, out)
     return {"sweeps": summaries, "on_demand": [load_spec(path).name for path in on_demand], "index": index}

@@ -1,11 +1,12 @@
-"""Running a sweep with Ray Tune (the ``dpsd sweep`` command).
+"""Running a sweep with Ray Tune (the ``dpsd sweep`` command; ``run_sweeps``: several specs as one
+experiment, for ``dpsd reproduce``).
 
 ``run_sweep`` (the ``dpsd sweep`` command):
 
 1. expands the cells and asks MLflow which are done;
 2. starts Ray (locally, dashboard off, or joins ``address``), then prepares each distinct teacher
-   (dataset, architecture, seed, recipe) once, as a Ray task that also finds out whether the
-   dataset's files are there; cells whose data is absent get a run tagged ``cell_status=data_absent``
+   (dataset, architecture, seed, recipe) once, as a Ray task with the node's CPUs shared among the
+   teachers (nothing else runs yet) that also finds out whether the dataset's files are there; cells whose data is absent get a run tagged ``cell_status=data_absent``
    and are listed as such;
 3. runs the remaining cells as trials of one Tune experiment (``tune.with_resources``: a CPU share,
    and a fractional GPU where the cluster has GPUs), each trial one ``run_experiment`` recorded as a
@@ -39,7 +40,7 @@ from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError, Fault
 from dpsd.sweep.spec import Cell, Spec, expand_configs, load_spec
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags, claim_cell, client_for,
-                              failed_cells, heartbeat, is_done, live_claims, parent_run, record_data_absent,
+                              failed_cells, finished_by, heartbeat, is_done, live_claims, parent_run, record_data_absent,
                               record_failure, recorded_hashes, recorded_versions, release_claim, cell_state)
 from dpsd.version import code_version
 from dpsd.sweep.summary import summarize
@@ -206,17 +207,18 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> bool:
     return True
 
 
-def _experiment_name(spec: Spec, scale: str, cells: Iterable[Cell]) -> str:
+def _experiment_name(name: str, scale: str, cells: Iterable[Cell]) -> str:
     digest = hashlib.sha256(" ".join(sorted(c.config_hash for c in cells)).encode()).hexdigest()[:8]
-    return f"{spec.name}-{scale}-{digest}"
+    return f"{name}-{scale}-{digest}"
 
 
-def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: dict[str, dict],
+def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: dict[str, dict],
              resources: Resources) -> dict[str, Any]:
-    """Run ``to_run`` as one Tune experiment, or resume the killed driver's experiment with
-    ``Tuner.restore`` when one for the same spec and scale is unfinished and covers every cell left.
+    """Run ``to_run`` as one Tune experiment named after ``name`` (the spec, or ``reproduce`` for
+    several), or resume the killed driver's experiment with ``Tuner.restore`` when one for the same
+    name and scale is unfinished and covers every cell left.
 
-    ``storage/<spec>-<scale>.current`` names the experiment in progress and the trial resources it was
+    ``storage/<name>-<scale>.current`` names the experiment in progress and the trial resources it was
     started with (a restored experiment keeps its own concurrency, so a driver asking for other resources
     starts afresh); it is removed once ``fit`` returns, so only a driver that died mid-sweep leaves one."""
     from ray import tune
@@ -224,7 +226,7 @@ def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: 
     trainable = tune.with_resources(tune.with_parameters(run_cell, cells=trials),
                                     {"cpu": resources.cpus, "gpu": resources.gpus})
     storage.mkdir(parents=True, exist_ok=True)
-    pointer = storage / f"{spec.name}-{scale}.current"
+    pointer = storage / f"{name}-{scale}.current"
     restored = False
     tuner = None
     if pointer.exists():
@@ -239,8 +241,8 @@ def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: 
             except Exception as err:  # a state too early to restore: start afresh
                 print(f"dpsd sweep: could not restore {path} ({err}); starting a new experiment")
     if tuner is None:
-        name = f"{_experiment_name(spec, scale, to_run)}-{time.strftime('%Y%m%d-%H%M%S')}"
-        pointer.write_text(json.dumps({"name": name, "cells": [c.config_hash for c in to_run],
+        experiment = f"{_experiment_name(name, scale, to_run)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        pointer.write_text(json.dumps({"name": experiment, "cells": [c.config_hash for c in to_run],
                                        "resources": resources.__dict__}))
         tuner = tune.Tuner(
             trainable,
@@ -249,7 +251,7 @@ def run_tune(storage: Path, spec: Spec, scale: str, to_run: list[Cell], trials: 
             # (every trial asks for the same resources); each run still seeds and builds its own state.
             tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent, reuse_actors=True,
                                         trial_dirname_creator=lambda trial: trial.trial_id),
-            run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=1,
+            run_config=tune.RunConfig(name=experiment, storage_path=str(storage), verbose=1,
                                       failure_config=tune.FailureConfig(max_failures=0)),
         )
     grid = tuner.fit()
@@ -284,6 +286,21 @@ def _data_absent_locally(cells: list[Cell], configs: list[DictConfig]) -> dict[s
     return absent
 
 
+@dataclass
+class SweepPlan:
+    """One spec's cells at a scale and what MLflow says of them, before anything runs."""
+
+    spec: Spec
+    cells: list[Cell]
+    pending: list[tuple[Cell, DictConfig]]  # to run here: not done, not stale (unless re-run), data found
+    status: dict[str, str]                 # config_hash -> done | stale | to_run | data_absent
+    reasons: dict[str, str]                # label -> last failure, for cells failed before
+    client: Any
+    experiment_id: str
+    sweep_cfg: DictConfig
+    summary: dict[str, Any]
+
+
 def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = (),
               address: str | None = None, dry_run: bool = False,
               cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
@@ -298,6 +315,51 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
     and trains nothing: it lists the cells done, stale, failed (their last attempt, retried by the
     next run) and to run (and those whose data cannot be found here). ``claim_timeout``: seconds
     without a heartbeat after which another driver's claim on a cell is taken over."""
+    return run_sweeps([spec_path], scale, overrides, address, dry_run, cpus_per_trial, gpus_per_trial,
+                      claim_timeout, rerun_stale)[0]
+
+
+def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", overrides: Sequence[str] = (),
+               address: str | None = None, dry_run: bool = False,
+               cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
+               claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False) -> list[dict[str, Any]]:
+    """:func:`run_sweep` for several specs at once (``dpsd reproduce``): one summary per spec, in order.
+
+    Every spec's pending cells run in one Ray session as one Tune experiment, so a spec's last cell
+    does not hold a free core idle while the next spec starts Ray, trains or loads its teacher and
+    starts Tune (about 16 s a spec measured on 2 cores). A cell that several specs share runs once,
+    under the first spec's parent run; the others list it as done."""
+    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale) for path in spec_paths]
+    if dry_run:
+        for plan in plans:
+            plan.status.update({c.config_hash: "failed" for c, _ in plan.pending if c.label in plan.reasons})
+        return [summarize(p.summary, p.cells, p.status, p.reasons) for p in plans]
+    owner: dict[str, SweepPlan] = {}  # config_hash -> the plan whose parent run records it
+    for plan in plans:
+        for cell, _ in plan.pending:
+            owner.setdefault(cell.config_hash, plan)
+    outcomes: dict[str, dict] = {}
+    driver = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # the claims' owner
+    if owner:
+        started = init_ray(address)
+        try:
+            ran = _run_pending(plans, owner, driver, scale, cpus_per_trial, gpus_per_trial, claim_timeout)
+            outcomes = ran["outcomes"]
+            for plan in plans:
+                plan.summary.update(restored=ran["restored"], resources=ran["resources"])
+                plan.summary["errors"] += ran["errors"]
+        finally:
+            if started:
+                import ray
+
+                ray.shutdown()
+    return [_finish(plan, outcomes, owner, driver) for plan in plans]
+
+
+def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], address: str | None, dry_run: bool,
+          rerun_stale: bool) -> SweepPlan:
+    """Expand a spec, check its cells, ask MLflow which are done, stale or failed before, find absent
+    data (recorded as such unless ``dry_run``): what :func:`run_sweeps` runs."""
     from dpsd.tracking import check_tracking
 
     spec = load_spec(spec_path)
@@ -326,94 +388,106 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
     # cluster (--address) the teacher tasks find it where the data should be.
     absent = {} if address and not dry_run else _data_absent_locally([c for c, _ in pending], [cfg for _, cfg in pending])
     status.update({h: "data_absent" for h in absent})
+    plan = SweepPlan(spec, cells, pending, status, reasons, client, experiment_id, sweep_cfg, summary)
     if dry_run:
-        status.update({c.config_hash: "failed" for c, _ in pending if c.label in reasons and c.config_hash not in absent})
-        return summarize(summary, cells, status, reasons)
+        return plan
     recorded = recorded_hashes(client, experiment_id, DATA_ABSENT) if absent else set()
     unrecorded = [(c, cfg) for c, cfg in pending if c.config_hash in absent and c.config_hash not in recorded]
-    pending = [(c, cfg) for c, cfg in pending if c.config_hash not in absent]
+    plan.pending = [(c, cfg) for c, cfg in pending if c.config_hash not in absent]
+    plan.reasons = {}  # from here on: this run's failures
     if unrecorded:  # a re-run with nothing new to record leaves MLflow as it was
-        parent = parent_run(client, experiment_id, spec, scale)
+        parent = _parent(plan, scale)
         for cell, cfg in unrecorded:
             record_data_absent(client, experiment_id, parent, cell, cfg, absent[cell.config_hash])
-        summary["parent_run_id"] = parent
-        if not pending:
+        if not plan.pending:
             client.set_terminated(parent, "FINISHED")
-    reasons = {}  # from here on: this run's failures
-    outcomes: dict[str, dict] = {}
-    if pending:
-        started = init_ray(address)
-        try:
-            summary.update(_run_pending(spec, scale, pending, client, experiment_id, sweep_cfg, status,
-                                        cpus_per_trial, gpus_per_trial, claim_timeout))
-            outcomes = summary.pop("outcomes")
-        finally:
-            if started:
-                import ray
+    return plan
 
-                ray.shutdown()
+
+def _parent(plan: SweepPlan, scale: str) -> str:
+    """The spec's parent run (opened or reopened once per driver)."""
+    if plan.summary["parent_run_id"] is None:
+        plan.summary["parent_run_id"] = parent_run(plan.client, plan.experiment_id, plan.spec, scale)
+    return plan.summary["parent_run_id"]
+
+
+def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, SweepPlan], driver: str) -> dict[str, Any]:
+    """The plan's summary once the trials are over: each pending cell ran (trained by this driver, in
+    this spec's parent run), is done (by another spec's trial or another driver) or failed, with its
+    reason."""
+    current = plan.summary["code_version"]
     try:
-        finished = {h for h, versions in recorded_versions(client, experiment_id).items() if current in versions}
+        finished = {h for h, versions in recorded_versions(plan.client, plan.experiment_id).items() if current in versions}
+        ran_here = finished_by(plan.client, plan.experiment_id, driver)
     except Exception as err:  # the tracking server went away: only what the trials saw recorded counts
-        summary["errors"].append(f"tracking server {client.tracking_uri} did not answer at the end ({one_line(err)}); "
-                                 "re-run the sweep once it is back")
+        plan.summary["errors"].append(f"tracking server {plan.client.tracking_uri} did not answer at the end "
+                                      f"({one_line(err)}); re-run the sweep once it is back")
         finished = {h for h, outcome in outcomes.items() if outcome.get("outcome") in ("ran", "skipped")}
-    for c in cells:
+        ran_here = {h for h, outcome in outcomes.items() if outcome.get("outcome") == "ran"}
+    status, reasons = plan.status, plan.reasons
+    for c in plan.cells:
         if status[c.config_hash] != "to_run":
             continue
         outcome = outcomes.get(c.config_hash, {})
         if c.config_hash in finished:  # by this driver, or by another one meanwhile (then: done)
-            status[c.config_hash] = "ran" if outcome.get("outcome") == "ran" else "done"
+            mine = c.config_hash in ran_here and owner.get(c.config_hash) is plan
+            status[c.config_hash] = "ran" if mine else "done"
         else:
             status[c.config_hash] = "failed"
             reasons[c.label] = outcome.get("reason") or f"no outcome ({outcome.get('outcome', 'trial did not report')})"
-    return summarize(summary, cells, status, reasons)
+    return summarize(plan.summary, plan.cells, status, reasons)
 
 
-def _run_pending(spec, scale, pending, client, experiment_id, sweep_cfg, status, cpus_per_trial, gpus_per_trial,
-                 claim_timeout):
-    """Teachers first (one Ray task per distinct teacher, which also finds absent data), then trials:
-    rounds of Tune until no cell is left that another driver held (:func:`wait_for_claims`)."""
+def _run_pending(plans: list[SweepPlan], owner: dict[str, SweepPlan], driver: str, scale: str, cpus_per_trial,
+                 gpus_per_trial, claim_timeout):
+    """Teachers first (one Ray task per distinct teacher, which also finds absent data; the teacher
+    tasks share the cluster's CPUs, not a trial's share of them: nothing else runs yet), then the
+    trials of every plan: rounds of Tune until no cell is left that another driver held
+    (:func:`wait_for_claims`)."""
     import ray
 
-    parent = parent_run(client, experiment_id, spec, scale)
     resources = trial_resources(cpus_per_trial, gpus_per_trial)
     groups: dict[str, list] = {}
-    for cell, cfg in pending:
-        groups.setdefault(_teacher_group(cfg), []).append((cell, cfg))
-    task = ray.remote(prepare_teacher).options(num_cpus=resources.cpus, num_gpus=resources.gpus)
-    futures = {key: task.remote(list(members[0][0].overrides) + _path_overrides(members[0][1]), resources.cpus)
+    for digest, plan in owner.items():
+        cell, cfg = next((c, cfg) for c, cfg in plan.pending if c.config_hash == digest)
+        groups.setdefault(_teacher_group(cfg), []).append((plan, cell, cfg))
+    teacher_cpus = max(resources.cpus, float(_node_cpus() // len(groups)))
+    task = ray.remote(prepare_teacher).options(num_cpus=teacher_cpus, num_gpus=resources.gpus)
+    futures = {key: task.remote(list(members[0][1].overrides) + _path_overrides(members[0][2]), teacher_cpus)
                for key, members in groups.items()}
     to_run = []
-    outcome = {"restored": False, "errors": [], "outcomes": {}}
+    outcome = {"restored": False, "errors": [], "outcomes": {}, "resources": resources.__dict__}
     for key, members in groups.items():
         try:
             record = ray.get(futures[key])
         except Exception as err:  # the teacher could not be trained: every cell that needs it failed
             record = {"failed": one_line(getattr(err, "cause", None) or err)}
-        for cell, cfg in members:
+        for plan, cell, cfg in members:
             if "failed" in record:
-                tags = {**cell_tags(cell, DONE), "mlflow.parentRunId": parent}
-                record_failure(client, client.create_run(experiment_id, run_name=cell.label, tags=tags).info.run_id,
-                               f"teacher: {record['failed']}")
+                tags = {**cell_tags(cell, DONE), "mlflow.parentRunId": _parent(plan, scale)}
+                run = plan.client.create_run(plan.experiment_id, run_name=cell.label, tags=tags).info.run_id
+                record_failure(plan.client, run, f"teacher: {record['failed']}")
                 outcome["outcomes"][cell.config_hash] = {"outcome": "failed", "reason": f"teacher: {record['failed']}"}
             elif "absent" in record:
-                if cell.config_hash not in recorded_hashes(client, experiment_id, DATA_ABSENT):
-                    record_data_absent(client, experiment_id, parent, cell, cfg, record["absent"])
-                status[cell.config_hash] = "data_absent"
+                if cell.config_hash not in recorded_hashes(plan.client, plan.experiment_id, DATA_ABSENT):
+                    record_data_absent(plan.client, plan.experiment_id, _parent(plan, scale), cell, cfg, record["absent"])
+                for each in plans:  # every spec that lists the cell
+                    if cell.config_hash in each.status:
+                        each.status[cell.config_hash] = "data_absent"
             else:
-                to_run.append((cell, cfg))
-    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    remaining = [cell for cell, _ in to_run]
+                to_run.append((plan, cell, cfg))
+    remaining = [cell for _, cell, _ in to_run]
     if to_run:
         trials = {cell.config_hash: {"overrides": list(cell.overrides) + _path_overrides(cfg),
-                                     "threads": resources.cpus, "parent_run_id": parent,
-                                     "tags": cell_tags(cell, DONE), "owner": owner,
-                                     "claim_timeout": claim_timeout} for cell, cfg in to_run}
-        storage = Path(sweep_cfg.results_dir) / "ray"
+                                     "threads": resources.cpus, "parent_run_id": _parent(plan, scale),
+                                     "tags": cell_tags(cell, DONE), "owner": driver,
+                                     "claim_timeout": claim_timeout} for plan, cell, cfg in to_run}
+        storage = Path(plans[0].sweep_cfg.results_dir) / "ray"
+        name = plans[0].spec.name if len(plans) == 1 else "reproduce"
+        client, experiment_id = plans[0].client, plans[0].experiment_id
         restored = None
         while remaining:
-            round_ = run_tune(storage, spec, scale, remaining, trials, resources)
+            round_ = run_tune(storage, name, scale, remaining, trials, resources)
             restored = round_["restored"] if restored is None else restored
             outcome["errors"] += round_["errors"]
             outcome["outcomes"].update(round_["outcomes"])
@@ -421,11 +495,21 @@ def _run_pending(spec, scale, pending, client, experiment_id, sweep_cfg, status,
                          if round_["outcomes"].get(c.config_hash, {}).get("outcome") == "claimed_elsewhere"]
             remaining = wait_for_claims(client, experiment_id, elsewhere, claim_timeout)
         outcome["restored"] = bool(restored)
-    try:
-        client.set_terminated(parent, "FINISHED")
-    except Exception as err:  # the tracking server went away; the parent is reopened by the next run
-        outcome["errors"].append(f"parent run {parent} not closed ({one_line(err)})")
-    return {"parent_run_id": parent, **outcome, "resources": resources.__dict__}
+    for plan in plans:
+        if plan.summary["parent_run_id"] is None:
+            continue
+        try:
+            plan.client.set_terminated(plan.summary["parent_run_id"], "FINISHED")
+        except Exception as err:  # the tracking server went away; the parent is reopened by the next run
+            outcome["errors"].append(f"parent run {plan.summary['parent_run_id']} not closed ({one_line(err)})")
+    return outcome
+
+
+def _node_cpus() -> float:
+    """The CPUs of the cluster's largest live node."""
+    import ray
+
+    return max(n["Resources"].get("CPU", 1) for n in ray.nodes() if n.get("Alive"))
 
 
 def wait_for_claims(client, experiment_id: str, cells: list[Cell], claim_timeout: float,

@@ -123,7 +123,8 @@ def smoke_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]],
 
 def load_spec(path: str | os.PathLike) -> Spec:
     """Read and check a sweep spec; unknown keys or malformed entries are a ConfigError. Its
-    ``smoke`` is :func:`smoke_overrides` (the shared list, then the spec's own)."""
+    ``smoke`` is :func:`smoke_overrides` (the shared list, then the spec's own), or for an
+    ``on_demand`` spec (an experiment at its own budget) its own list alone, without the shared caps."""
     path = spec_path(path)
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict):
@@ -142,11 +143,14 @@ def load_spec(path: str | os.PathLike) -> Spec:
     on_demand = raw.get("on_demand", False)
     if not isinstance(on_demand, bool):
         raise ConfigError(f"{path}: on_demand must be true or false, got {on_demand!r}")
-    smoke = smoke_overrides(path, grid, cells, _overrides(raw.get("smoke"), f"{path}: smoke"))
+    own = _overrides(raw.get("smoke"), f"{path}: smoke")
+    # an experiment at its own budget: its smoke list is its own, neither the shared sizes nor their caps
+    smoke = own if on_demand else smoke_overrides(path, grid, cells, own)
     return Spec(
         name=str(raw.get("name") or path.stem), paper=raw.get("paper"), feeds=dict(raw.get("feeds") or {}),
         base=base, grid={str(k): tuple(v) for k, v in grid.items()},
-        cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path), smoke_caps=common_smoke_caps(path),
+        cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path),
+        smoke_caps=() if on_demand else common_smoke_caps(path),
         on_demand=on_demand,
     )
 

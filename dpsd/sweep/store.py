@@ -65,6 +65,14 @@ def recorded_versions(client, experiment_id: str) -> dict[str, set[str]]:
     return versions
 
 
+def finished_by(client, experiment_id: str, owner: str) -> set[str]:
+    """The config hashes of the FINISHED done runs that ``owner`` (a driver) claimed and trained: what it
+    ran, known from MLflow even where Tune lost a trial's reported result (a restored trial)."""
+    runs = _search(client, experiment_id, f"tags.cell_status = '{DONE}' and attributes.status = 'FINISHED' "
+                                          f"and tags.{CLAIM_OWNER} = '{owner}'")
+    return {run.data.tags["config_hash"] for run in runs if "config_hash" in run.data.tags}
+
+
 def equivalent_versions(client, experiment_ids: list[str], current: str, version_at=None) -> dict[str, str]:
     """``recorded version -> vouching commit`` for each code version recorded in the experiments, other than
     ``current``, whose runs name (tag ``git_commit``) a commit that ``version_at`` (today's hashing
