@@ -178,5 +178,5 @@ def test_a_smoke_cell_differs_from_its_paper_cell():
     own = own_cells(spec)[0]
     smoke, paper = (compose(full_overrides(spec, own, s)) for s in ("smoke", "paper"))
     assert paper.model.teacher.arch == "resnet34" and smoke.model.teacher.arch == "small_cnn"
-    assert paper.method.iterations == 200 and smoke.method.iterations == 30
+    assert paper.method.iterations == 200 and smoke.method.iterations == 10
     assert smoke.privacy.epsilon == paper.privacy.epsilon == 1 and smoke.privacy.calibrate == "claimed"
