@@ -59,7 +59,7 @@ class Cell:
     method: str = ""
 
     def compose(self) -> DictConfig:
-        return compose(list(self.overrides))
+        return copy.deepcopy(_composed(tuple(self.overrides)))
 
 
 def spec_path(spec: str | os.PathLike) -> Path:
