@@ -267,11 +267,13 @@ def _teacher_group(cfg: DictConfig) -> str:
     return json.dumps({**teacher_key(cfg).__dict__, "root": cfg.data.root}, sort_keys=True)
 
 
-def _data_absent_locally(cells: list[Cell], configs: list[DictConfig]) -> dict[str, str]:
-    """``config_hash -> reason`` for cells whose dataset cannot be loaded here (dry run)."""
+def _data_absent_locally(cells: list[Cell], configs: list[DictConfig],
+                         seen: dict[str, str | None] | None = None) -> dict[str, str]:
+    """``config_hash -> reason`` for cells whose dataset cannot be loaded here. ``seen`` (dataset ->
+    reason, or None where it loads) carries what earlier specs found: each dataset is loaded once."""
     from dpsd.data import DataAbsent, load_data
 
-    seen: dict[str, str | None] = {}
+    seen = {} if seen is None else seen
     absent = {}
     for cell, cfg in zip(cells, configs):
         key = json.dumps([cfg.dataset.name, OmegaConf.to_container(cfg.dataset.options), cfg.data.root])
@@ -329,7 +331,8 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     does not hold a free core idle while the next spec starts Ray, trains or loads its teacher and
     starts Tune (about 16 s a spec measured on 2 cores). A cell that several specs share runs once,
     under the first spec's parent run; the others list it as done."""
-    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale) for path in spec_paths]
+    datasets: dict[str, str | None] = {}  # which datasets load here, found once for every spec
+    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale, datasets) for path in spec_paths]
     if dry_run:
         for plan in plans:
             plan.status.update({c.config_hash: "failed" for c, _ in plan.pending if c.label in plan.reasons})
@@ -357,7 +360,7 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
 
 
 def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], address: str | None, dry_run: bool,
-          rerun_stale: bool) -> SweepPlan:
+          rerun_stale: bool, datasets: dict[str, str | None]) -> SweepPlan:
     """Expand a spec, check its cells, ask MLflow which are done, stale or failed before, find absent
     data (recorded as such unless ``dry_run``): what :func:`run_sweeps` runs."""
     from dpsd.tracking import check_tracking
@@ -386,7 +389,8 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
 
     # Locally the driver sees the workers' files, so absent data is found before Ray starts; on a
     # cluster (--address) the teacher tasks find it where the data should be.
-    absent = {} if address and not dry_run else _data_absent_locally([c for c, _ in pending], [cfg for _, cfg in pending])
+    absent = {} if address and not dry_run else _data_absent_locally([c for c, _ in pending], [cfg for _, cfg in pending],
+                                                                     datasets)
     status.update({h: "data_absent" for h in absent})
     plan = SweepPlan(spec, cells, pending, status, reasons, client, experiment_id, sweep_cfg, summary)
     if dry_run:
