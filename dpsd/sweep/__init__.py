@@ -10,6 +10,7 @@ The tags every trial run carries (``sweep``, ``cell``, ``config_hash``, ``cell_s
 
 * :mod:`~dpsd.sweep.spec`: reading a spec and expanding it into cells (pure data, no MLflow, no Ray);
 * :mod:`~dpsd.sweep.store`: the sweep's state in MLflow (done and data-absent cells, the parent run);
-* :mod:`~dpsd.sweep.runner`: ``run_sweep`` with Ray Tune (the ``dpsd sweep`` command);
+* :mod:`~dpsd.sweep.runner`: ``run_sweep`` with Ray Tune (the ``dpsd sweep`` command), ``run_sweeps``
+  for several specs as one Tune experiment (``dpsd reproduce``);
 * :mod:`~dpsd.sweep.summary`: what a sweep did, per cell, and its one-line-per-cell text.
 """
