@@ -5,9 +5,9 @@ experiment, for ``dpsd reproduce``).
 
 1. expands the cells and asks MLflow which are done;
 2. starts Ray (locally, dashboard off, or joins ``address``), then prepares each distinct teacher
-   (dataset, architecture, seed, recipe) once, as a Ray task with the node's CPUs shared among the
-   teachers (nothing else runs yet) that also finds out whether the dataset's files are there; cells whose data is absent get a run tagged ``cell_status=data_absent``
-   and are listed as such;
+   (dataset, architecture, seed, recipe) once, as a Ray task that also finds out whether the
+   dataset's files are there (the teachers share the node's CPUs: nothing else runs yet); cells
+   whose data is absent get a run tagged ``cell_status=data_absent`` and are listed as such;
 3. runs the remaining cells as trials of one Tune experiment (``tune.with_resources``: a CPU share,
    and a fractional GPU where the cluster has GPUs), each trial one ``run_experiment`` recorded as a
    child of the sweep's parent run. A killed driver's experiment is resumed with ``Tuner.restore``;
@@ -40,8 +40,9 @@ from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError, Fault
 from dpsd.sweep.spec import Cell, Spec, expand_configs, load_spec
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags, claim_cell, client_for,
-                              failed_cells, finished_by, heartbeat, is_done, live_claims, parent_run, record_data_absent,
-                              record_failure, recorded_hashes, recorded_versions, release_claim, cell_state)
+                              failed_cells, finished_by, heartbeat, is_done, live_claims, parent_run,
+                              record_data_absent, record_failure, recorded_hashes, recorded_versions, release_claim,
+                              cell_state)
 from dpsd.version import code_version
 from dpsd.sweep.summary import summarize
 
@@ -64,7 +65,7 @@ def trial_resources(cpus_per_trial: float | None, gpus_per_trial: float | None) 
     node at a time, each with every core: on this 2-core machine, one after another)."""
     import ray
 
-    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    nodes = _live_nodes()
     node_cpus = max(n.get("CPU", 1) for n in nodes)
     node_gpus = max(n.get("GPU", 0) for n in nodes)
     if gpus_per_trial is None:
@@ -267,13 +268,11 @@ def _teacher_group(cfg: DictConfig) -> str:
     return json.dumps({**teacher_key(cfg).__dict__, "root": cfg.data.root}, sort_keys=True)
 
 
-def _data_absent_locally(cells: list[Cell], configs: list[DictConfig],
-                         seen: dict[str, str | None] | None = None) -> dict[str, str]:
+def _data_absent_locally(cells: list[Cell], configs: list[DictConfig], seen: dict[str, str | None]) -> dict[str, str]:
     """``config_hash -> reason`` for cells whose dataset cannot be loaded here. ``seen`` (dataset ->
     reason, or None where it loads) carries what earlier specs found: each dataset is loaded once."""
     from dpsd.data import DataAbsent, load_data
 
-    seen = {} if seen is None else seen
     absent = {}
     for cell, cfg in zip(cells, configs):
         key = json.dumps([cfg.dataset.name, OmegaConf.to_container(cfg.dataset.options), cfg.data.root])
@@ -337,10 +336,10 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
         for plan in plans:
             plan.status.update({c.config_hash: "failed" for c, _ in plan.pending if c.label in plan.reasons})
         return [summarize(p.summary, p.cells, p.status, p.reasons) for p in plans]
-    owner: dict[str, SweepPlan] = {}  # config_hash -> the plan whose parent run records it
+    owner: dict[str, tuple[SweepPlan, Cell, DictConfig]] = {}  # config_hash -> (the spec recording it, cell, config)
     for plan in plans:
-        for cell, _ in plan.pending:
-            owner.setdefault(cell.config_hash, plan)
+        for cell, cfg in plan.pending:
+            owner.setdefault(cell.config_hash, (plan, cell, cfg))
     outcomes: dict[str, dict] = {}
     driver = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"  # the claims' owner
     if owner:
@@ -389,8 +388,8 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
 
     # Locally the driver sees the workers' files, so absent data is found before Ray starts; on a
     # cluster (--address) the teacher tasks find it where the data should be.
-    absent = {} if address and not dry_run else _data_absent_locally([c for c, _ in pending], [cfg for _, cfg in pending],
-                                                                     datasets)
+    absent = ({} if address and not dry_run
+              else _data_absent_locally([c for c, _ in pending], [cfg for _, cfg in pending], datasets))
     status.update({h: "data_absent" for h in absent})
     plan = SweepPlan(spec, cells, pending, status, reasons, client, experiment_id, sweep_cfg, summary)
     if dry_run:
@@ -415,13 +414,14 @@ def _parent(plan: SweepPlan, scale: str) -> str:
     return plan.summary["parent_run_id"]
 
 
-def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, SweepPlan], driver: str) -> dict[str, Any]:
+def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, tuple], driver: str) -> dict[str, Any]:
     """The plan's summary once the trials are over: each pending cell ran (trained by this driver, in
     this spec's parent run), is done (by another spec's trial or another driver) or failed, with its
     reason."""
     current = plan.summary["code_version"]
     try:
-        finished = {h for h, versions in recorded_versions(plan.client, plan.experiment_id).items() if current in versions}
+        recorded = recorded_versions(plan.client, plan.experiment_id)
+        finished = {h for h, versions in recorded.items() if current in versions}
         ran_here = finished_by(plan.client, plan.experiment_id, driver)
     except Exception as err:  # the tracking server went away: only what the trials saw recorded counts
         plan.summary["errors"].append(f"tracking server {plan.client.tracking_uri} did not answer at the end "
@@ -434,7 +434,7 @@ def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, SweepPl
             continue
         outcome = outcomes.get(c.config_hash, {})
         if c.config_hash in finished:  # by this driver, or by another one meanwhile (then: done)
-            mine = c.config_hash in ran_here and owner.get(c.config_hash) is plan
+            mine = c.config_hash in ran_here and owner[c.config_hash][0] is plan
             status[c.config_hash] = "ran" if mine else "done"
         else:
             status[c.config_hash] = "failed"
@@ -442,7 +442,7 @@ def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, SweepPl
     return summarize(plan.summary, plan.cells, status, reasons)
 
 
-def _run_pending(plans: list[SweepPlan], owner: dict[str, SweepPlan], driver: str, scale: str, cpus_per_trial,
+def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, scale: str, cpus_per_trial,
                  gpus_per_trial, claim_timeout):
     """Teachers first (one Ray task per distinct teacher, which also finds absent data; the teacher
     tasks share the cluster's CPUs, not a trial's share of them: nothing else runs yet), then the
@@ -452,10 +452,9 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, SweepPlan], driver: st
 
     resources = trial_resources(cpus_per_trial, gpus_per_trial)
     groups: dict[str, list] = {}
-    for digest, plan in owner.items():
-        cell, cfg = next((c, cfg) for c, cfg in plan.pending if c.config_hash == digest)
+    for plan, cell, cfg in owner.values():
         groups.setdefault(_teacher_group(cfg), []).append((plan, cell, cfg))
-    teacher_cpus = max(resources.cpus, float(_node_cpus() // len(groups)))
+    teacher_cpus = max(resources.cpus, float(max(n.get("CPU", 1) for n in _live_nodes()) // len(groups)))
     task = ray.remote(prepare_teacher).options(num_cpus=teacher_cpus, num_gpus=resources.gpus)
     futures = {key: task.remote(list(members[0][1].overrides) + _path_overrides(members[0][2]), teacher_cpus)
                for key, members in groups.items()}
@@ -474,7 +473,8 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, SweepPlan], driver: st
                 outcome["outcomes"][cell.config_hash] = {"outcome": "failed", "reason": f"teacher: {record['failed']}"}
             elif "absent" in record:
                 if cell.config_hash not in recorded_hashes(plan.client, plan.experiment_id, DATA_ABSENT):
-                    record_data_absent(plan.client, plan.experiment_id, _parent(plan, scale), cell, cfg, record["absent"])
+                    record_data_absent(plan.client, plan.experiment_id, _parent(plan, scale), cell, cfg,
+                                       record["absent"])
                 for each in plans:  # every spec that lists the cell
                     if cell.config_hash in each.status:
                         each.status[cell.config_hash] = "data_absent"
@@ -509,11 +509,11 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, SweepPlan], driver: st
     return outcome
 
 
-def _node_cpus() -> float:
-    """The CPUs of the cluster's largest live node."""
+def _live_nodes() -> list[dict]:
+    """The resources (``CPU``, ``GPU``, ...) of each live node of the running Ray cluster."""
     import ray
 
-    return max(n["Resources"].get("CPU", 1) for n in ray.nodes() if n.get("Alive"))
+    return [n["Resources"] for n in ray.nodes() if n.get("Alive")]
 
 
 def wait_for_claims(client, experiment_id: str, cells: list[Cell], claim_timeout: float,
