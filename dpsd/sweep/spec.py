@@ -203,7 +203,8 @@ def config_hash(cfg: DictConfig) -> str:
 def composed(overrides: Sequence[str]) -> DictConfig:
     """:func:`dpsd.config.compose`, once per override list in a process, as a copy the caller may
     change: ``dpsd reproduce`` expands every spec to plan its sweeps and again to render the report
-    (which also composes each cell), and one composition costs about 0.17 s on this CPU."""
+    (which also composes each cell). One composition took 349 ms and a deep copy 3.2 ms on this
+    2-core machine, timed over 20 ``compose`` calls while a smoke sweep shared the cores."""
     return copy.deepcopy(_compose_once(tuple(overrides)))
 
 
