@@ -10,10 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from omegaconf import OmegaConf
 
 from dpsd.config import compose, validate
+from dpsd.errors import ConfigError
 from dpsd.methods import METHODS
-from dpsd.sweep.spec import SPEC_KEYS, load_spec, override_key
+from dpsd.sweep import spec as sweep_spec
+from dpsd.sweep.spec import SPEC_KEYS, composed, load_spec, override_key
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = sorted((REPO / "sweeps").glob("*.yaml"))
@@ -137,6 +140,8 @@ def _check_cells(cells: list[tuple[dict, list[str]]], scales=("smoke",)):
         for scale in scales:
             cfg = compose(full_overrides(spec, own, scale))
             validate(cfg)
+            # the sweep's composition (one Hydra call per set of group choices) gives compose's config
+            assert OmegaConf.to_container(composed(full_overrides(spec, own, scale))) == OmegaConf.to_container(cfg)
             assert cfg.method.name == method and cfg.scale.name == scale
             for override in own:  # the cell's own values reach the config
                 key, value = override.split("=", 1)
@@ -171,6 +176,30 @@ def test_sampled_cells_compose_and_validate():
 @pytest.mark.slow
 def test_every_cell_composes_at_both_scales():
     _check_cells([(load(p), own) for p in SPECS for own in own_cells(load(p))], scales=("smoke", "paper"))
+
+
+def test_cells_that_differ_only_in_values_share_one_hydra_composition():
+    sweep_spec._groups_composed.cache_clear()
+    first = composed(["method=dgd", "dataset=mnist", "seed=0", "privacy.query_epsilon=1"])
+    second = composed(["method=dgd", "dataset=mnist", "seed=1", "++method.member_steps=7"])
+    assert sweep_spec._groups_composed.cache_info().currsize == 1
+    assert (first.seed, second.seed, first.privacy.query_epsilon, second.method.member_steps) == (0, 1, 1.0, 7)
+    first.seed = 5  # a copy: the cached composition is untouched
+    assert composed(["method=dgd", "dataset=mnist", "seed=0"]).seed == 0
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["method=nope"], "unknown method 'nope'; known: "),
+    (["privacy=none", "privacy.noiseless=true"], "privacy.noiseless=true keeps a mechanism's structure"),
+    (["method.no_such_key=1"], "Could not override 'method.no_such_key'"),
+])
+def test_a_bad_override_gets_compose_s_one_line_error(overrides, message):
+    with pytest.raises(ConfigError) as caught:
+        composed(overrides)
+    with pytest.raises(ConfigError) as direct:
+        compose(overrides)
+    assert message in str(caught.value) and str(caught.value) == str(direct.value)
+    assert "\n" not in str(caught.value)
 
 
 def test_a_smoke_cell_differs_from_its_paper_cell():
