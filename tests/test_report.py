@@ -294,6 +294,16 @@ def test_a_bare_reproduce_leaves_out_on_demand_specs_and_runs_them_when_named(tm
         load_spec(tmp_path / "sweeps" / "tiny_ladder.yaml")
 
 
+@pytest.mark.parametrize("command", ["reproduce", "report"])
+def test_a_folder_without_specs_is_a_one_line_error_not_an_empty_success(tmp_path, capsys, command):
+    """Started outside the repository (no ``sweeps/`` there), reproduce ran and rendered nothing and exited 0."""
+    dry = ["--dry-run"] if command == "reproduce" else []
+    assert main([command, *dry, "--specs", str(tmp_path), f"results_dir={tmp_path / 'results'}"]) == 2
+    error = capsys.readouterr().err
+    assert error == f"dpsd {command}: error: no sweep specs (*.yaml) in {tmp_path}: run from the repository root, or pass --specs FOLDER\n"
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_series_that_names_a_config_group_is_labelled_by_the_groups_name():
     """``feeds.series: method`` must label a line ``dgd``, not with the method's whole config node."""
     from dpsd.config import compose

@@ -19,6 +19,7 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from dpsd.config import compose, resolve_paths
+from dpsd.errors import ConfigError
 from dpsd.report import figures, formats, ladder, site
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
@@ -35,10 +36,16 @@ KINDS = ("table", "curve", "sensitivity", "samples", "ladder", "query_budget")
 
 
 def spec_paths(specs_dir: Path = DEFAULT_SPECS, only: Sequence[str] = ()) -> list[Path]:
-    """The spec files to render, by name order; ``only`` names specs by stem or path."""
+    """The spec files to render, by name order; ``only`` names specs by stem or path. A folder without
+    specs is a ConfigError (``dpsd reproduce`` started outside the repository would otherwise run and
+    render nothing, and exit 0)."""
     if only:
         return [Path(name) if name.endswith((".yaml", ".yml")) else Path(specs_dir) / f"{name}.yaml" for name in only]
-    return sorted(Path(specs_dir).glob("*.yaml"))
+    paths = sorted(Path(specs_dir).glob("*.yaml"))
+    if not paths:
+        raise ConfigError(f"no sweep specs (*.yaml) in {Path(specs_dir).resolve()}: run from the repository root, "
+                          "or pass --specs FOLDER")
+    return paths
 
 
 def _slug(text: str) -> str:
