@@ -26,7 +26,7 @@ from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.runs import load_runs, write_archive
 from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
-from dpsd.sweep.spec import Spec, expand_cells, load_spec
+from dpsd.sweep.spec import Spec, expand_configs, load_spec
 from dpsd.tracking import tracking_uri
 
 DEFAULT_SPECS = Path("sweeps")
@@ -96,8 +96,9 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     """One spec's table, figure and sample grids; returns its part of the index."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
-    cells = expand_cells(spec, scale, list(overrides))
-    frame = cell_frame(cells, [cell.compose() for cell in cells], runs, x=feeds.get("x"), series=feeds.get("series"))
+    pairs = expand_configs(spec, scale, list(overrides))
+    frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs, x=feeds.get("x"),
+                       series=feeds.get("series"))
     groups = group_frame(frame)
     # `reference: none`: the paper prints no numbers for this study (the id only names the figure)
     refs = reference_rows(reference, feeds, spec.name)

@@ -214,15 +214,20 @@ def composed(overrides: Sequence[str]) -> DictConfig:
     (``seed=``, ``privacy.epsilon=``). So the group overrides (``method=``, ``privacy=``, ``scale=``, ...)
     are composed by Hydra once and cached, and the value overrides (``key=v``, ``++key=v``, ``~key``) are
     applied to a copy by Hydra's own step for them (``ConfigLoaderImpl._apply_overrides_to_config``,
-    which Hydra runs after composing the defaults list), followed by the steps ``compose`` ends with.
+    which Hydra runs after composing the defaults list), followed by the steps ``compose`` ends with;
+    each whole override list is then cached too (planning and the report expand the same cells).
     Anything that fails this way is composed by ``compose`` itself, whose one-line ``ConfigError`` names
     the problem. tests/test_sweep_specs.py checks the two give the same config for every cell of the
     repository's specs."""
-    key = tuple(overrides)
+    return copy.deepcopy(_compose_once(tuple(overrides)))
+
+
+@functools.lru_cache(maxsize=8192)
+def _compose_once(overrides: tuple[str, ...]) -> DictConfig:
     try:
-        return _finished(key)
+        return _finished(overrides)
     except Exception:  # an error of the caller's overrides: compose's own message
-        return copy.deepcopy(_compose_once(key))
+        return compose(list(overrides))
 
 
 def _finished(overrides: tuple[str, ...]) -> DictConfig:
@@ -245,11 +250,6 @@ def _is_group_choice(override: Override) -> bool:
 def _groups_composed(groups: tuple[str, ...]) -> DictConfig:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(groups))
-
-
-@functools.lru_cache(maxsize=1024)
-def _compose_once(overrides: tuple[str, ...]) -> DictConfig:
-    return compose(list(overrides))
 
 
 def expand_cells(spec: Spec | str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = ()) -> list[Cell]:
