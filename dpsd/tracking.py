@@ -30,6 +30,7 @@ from torchvision.utils import save_image
 
 from dpsd import jsonio
 from dpsd.errors import Fault
+from dpsd.version import METHOD_CODE_VERSION, method_code_version
 
 FALLBACK = "fallback"  # <results_dir>/fallback: runs finished while the tracking server was away
 INTENDED_URI = "dpsd.intended_uri"  # tag of a fallback run: the store it was meant for
@@ -160,6 +161,8 @@ def record_run(
     tagged with the URI it was meant for (``dpsd sync`` copies it there). ``tracking.run_id`` (a
     sweep cell's claim) is logged into rather than a new run.
     """
+    # the version a sweep reads to tell a current run from a stale one (dpsd.version)
+    tags = {**(tags or {}), METHOD_CODE_VERSION: method_code_version(str(cfg.method.name))}
     uri = tracking_uri(cfg)
     try:
         return Recorded(_record_with_retries(cfg, cfg, metrics, privacy, models, samples, tags, cfg.tracking.get("run_id")), uri)
@@ -168,7 +171,7 @@ def record_run(
         if problem is None:
             raise
     store = fallback_config(cfg)
-    run_id = _record_with_retries(cfg, store, metrics, privacy, models, samples, {**(tags or {}), INTENDED_URI: uri}, None)
+    run_id = _record_with_retries(cfg, store, metrics, privacy, models, samples, {**tags, INTENDED_URI: uri}, None)
     return Recorded(run_id, tracking_uri(store), f"tracking server {uri}: {problem}")
 
 

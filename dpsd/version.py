@@ -15,6 +15,14 @@ Every run is tagged with both, and a sweep cell recorded by other code is *stale
 (``--rerun-stale``). :func:`code_version_at` computes the same hash over a commit's files, so a run
 recorded under an older rule can be checked against the current code (``tools/retag_code_version.py``).
 
+``method_code_version(method)`` is the version that decides whether a recorded run is current: the same
+hash over the files a run of ``method`` executes, the static import closure (:func:`closure`) of the run's
+driver (:data:`DRIVER`) and of the module that registers the method, plus ``pyproject.toml``. A change to
+DP-SGD's module then stales DP-SGD's runs, not the ladder's; a change to shared code (the driver, the
+data, the privacy ledger) still stales every method whose closure holds it. The registries that import
+every method (:data:`REGISTRIES`) are not followed, or every method would hold every other.
+``code_version()``, the whole tree's hash, stays on each run as provenance beside the commit.
+
 ``teacher_code_version()`` is the narrower version a cached teacher depends on: the same hash over the
 sources that train it (:data:`TEACHER_SOURCES`), so a change to a method does not retrain every
 teacher, while a change to the teacher recipe, models or data loading does.
@@ -40,6 +48,12 @@ RESULT_FREE = ("dpsd/version.py", "dpsd/cli.py", "dpsd/reproduce.py", "dpsd/quic
                "dpsd/sweep", "dpsd/tracking.py", "dpsd/progress.py", "dpsd/jsonio.py", "dpsd/report")
 """Code that starts, schedules, records, prints or renders runs: changing it changes no recorded number (a
 run's result is a function of its config, recorded and hashed with it, and of the code that computes it)."""
+METHOD_CODE_VERSION = "method_code_version"
+"""The run tag holding :func:`method_code_version` (set by :func:`dpsd.tracking.record_run`)."""
+DRIVER = "dpsd/experiment.py"
+"""What runs every method: it validates, loads data and the teacher, calls the method, scores the student."""
+REGISTRIES = ("dpsd/methods/__init__.py", "baselines/__init__.py")
+"""Packages that import every method to register it: not followed by :func:`closure`."""
 TEACHER_SOURCES = ("dpsd/teachers.py", "dpsd/models", "dpsd/data.py", "dpsd/datafiles.py")
 """The modules that determine a trained teacher's weights."""
 
@@ -124,6 +138,77 @@ def code_version_at(commit: str, root: Path = ROOT) -> str | None:
     is unavailable). The package version is today's: the hash is what identifies the code."""
     files = _commit_files(commit, SOURCES, RESULT_FREE, root)
     return None if files is None else f"{__version__}+src{_digest(files)}"
+
+
+def _imported_modules(text: str, name: str) -> set[str]:
+    """Dotted names ``text`` imports anywhere (in functions too): ``from a.b import c`` gives ``a.b`` and
+    ``a.b.c`` (``c`` may be a submodule)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(text, filename=name)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def closure(roots: list[str], files: dict[str, str]) -> set[str]:
+    """The files of ``files`` (relative path -> text) that ``roots`` import, directly or through each
+    other, ``roots`` included; :data:`REGISTRIES` are not followed."""
+    def path_of(module: str) -> str | None:
+        base = module.replace(".", "/")
+        return next((p for p in (f"{base}.py", f"{base}/__init__.py") if p in files and p not in REGISTRIES), None)
+
+    seen, todo = set(), [r for r in roots if r in files]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        todo.extend(p for p in map(path_of, _imported_modules(files[current], current)) if p and p not in seen)
+    return seen
+
+
+def method_module(method: str, files: dict[str, str]) -> str:
+    """The file that registers ``method`` (``@register_method("<method>")``)."""
+    for rel, text in sorted(files.items()):
+        if rel.endswith(".py") and f'register_method("{method}")' in text:
+            return rel
+    raise ValueError(f"no module registers the method {method!r} (expected @register_method({method!r}))")
+
+
+def _method_digest(files: dict[str, str], method: str) -> str:
+    kept = closure([DRIVER, method_module(method, files)], files) | {"pyproject.toml"}
+    return _digest({rel: text for rel, text in files.items() if rel in kept})
+
+
+@lru_cache(maxsize=None)
+def method_code_version(method: str) -> str:
+    """``<version>+<method>.<hash 12>`` of what a run of ``method`` executes (module docstring)."""
+    return f"{__version__}+{method}.{_method_digest(_working_files(SOURCES, RESULT_FREE, ROOT), method)}"
+
+
+def is_current(version: str) -> bool:
+    """Whether ``version`` (a :func:`method_code_version`, which names its method) is this checkout's
+    code of its method; a whole-tree version (``+src``) or an unknown method's is not."""
+    method = version.partition("+")[2].rpartition(".")[0]
+    try:
+        return bool(method) and method_code_version(method) == version
+    except ValueError:
+        return False
+
+
+def method_code_version_at(commit: str, method: str, root: Path = ROOT) -> str | None:
+    """:func:`method_code_version` of the sources at git ``commit`` (None where git, the commit or the
+    method there is unavailable)."""
+    files = _commit_files(commit, SOURCES, RESULT_FREE, root)
+    if files is None:
+        return None
+    try:
+        return f"{__version__}+{method}.{_method_digest(files, method)}"
+    except ValueError:
+        return None
 
 
 def _git(*args: str, cwd: Path = ROOT) -> str | None:

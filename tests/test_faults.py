@@ -17,6 +17,7 @@ from dpsd.errors import ConfigError, Fault
 from dpsd.experiment import check_finite, run_experiment
 from dpsd.teachers import load_or_train_teacher, teacher_key
 from dpsd.tracking import INTENDED_URI, SYNCED_TO, sync_runs
+from dpsd.version import METHOD_CODE_VERSION, method_code_version
 
 TINY = ["method.iterations=4", "method.batch_size=32", "model.teacher.recipe.steps=30"]
 
@@ -54,6 +55,7 @@ def test_a_server_gone_when_the_run_ends_leaves_it_in_the_fallback_store_and_syn
     kept = mlflow.MlflowClient(f"sqlite:///{fallback / 'mlflow.db'}")
     (run,) = kept.search_runs([kept.get_experiment_by_name("dpsd").experiment_id])
     assert run.info.status == "FINISHED" and run.data.tags[INTENDED_URI] == uri
+    assert run.data.tags[METHOD_CODE_VERSION] == method_code_version(run.data.tags["method"])  # what a sweep reads
 
     target = f"sqlite:///{tmp_path / 'server.db'}"  # the server's store, back
     assert main(["sync", str(fallback), "--to", target]) == 0

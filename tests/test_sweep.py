@@ -27,7 +27,7 @@ from dpsd.sweep.spec import config_hash, expand_cells, load_spec, split_scale
 from dpsd.report.tables import code_cell
 from dpsd.sweep.store import DATA_ABSENT, DONE, recorded_hashes
 from dpsd.sweep.summary import format_summary
-from dpsd.version import code_version
+from dpsd.version import METHOD_CODE_VERSION, code_version, method_code_version
 
 TINY = ["device=cpu", "model.teacher.recipe.steps=30", "++method.iterations=2", "++method.batch_size=16"]
 
@@ -127,7 +127,8 @@ def test_dry_run_lists_done_to_run_and_data_absent(tmp_path):
     results.mkdir()
     client = MlflowClient(sqlite_uri(results))
     experiment = client.create_experiment("dpsd", artifact_location=(results / "mlartifacts").as_uri())
-    run = client.create_run(experiment, tags={"sweep": "dry", "cell": cells[0].label, "code_version": code_version(),
+    run = client.create_run(experiment, tags={"sweep": "dry", "cell": cells[0].label,
+                                              METHOD_CODE_VERSION: method_code_version(cells[0].method),
                                               "config_hash": cells[0].config_hash, "cell_status": DONE})
     client.set_terminated(run.info.run_id, "FINISHED")
     stale = client.create_run(experiment, tags={"config_hash": cells[1].config_hash, "cell_status": DONE})
@@ -144,9 +145,10 @@ def test_dry_run_lists_done_to_run_and_data_absent(tmp_path):
 
 
 def test_a_cell_recorded_by_other_code_is_stale_listed_and_rerun_only_on_request(tmp_path):
-    """Issue 15 item 4: a FINISHED cell whose runs carry another code version (or none: recorded
-    before versions were tagged) is stale, not done; the default neither re-runs it nor counts it
-    done (a typo fix costs no re-runs); --rerun-stale puts it back to run; the report marks it."""
+    """Issue 15 item 4: a FINISHED cell whose runs carry another code version of its method (or none:
+    recorded before method versions were tagged, with the whole tree's only) is stale, not done; the
+    default neither re-runs it nor counts it done (a typo fix costs no re-runs); --rerun-stale puts it
+    back to run; the report marks it."""
     results = tmp_path / "results"
     path = write_spec(tmp_path, "stale", grid={"privacy.epsilon": [1, 10, 100]})
     overrides = [f"results_dir={results}"]
@@ -154,17 +156,20 @@ def test_a_cell_recorded_by_other_code_is_stale_listed_and_rerun_only_on_request
     results.mkdir()
     client = MlflowClient(sqlite_uri(results))
     experiment = client.create_experiment("dpsd", artifact_location=(results / "mlartifacts").as_uri())
-    for cell, version in zip(cells, [code_version(), "0.0.9+gdeadbeef0000", None]):
-        tags = {"config_hash": cell.config_hash, "cell_status": DONE, **({"code_version": version} if version else {})}
+    current = method_code_version(cells[0].method)
+    for cell, version in zip(cells, [current, "0.0.9+dpsd.deadbeef0000", None]):
+        tags = {"config_hash": cell.config_hash, "cell_status": DONE, "code_version": code_version(),
+                **({METHOD_CODE_VERSION: version} if version else {})}
         client.set_terminated(client.create_run(experiment, tags=tags).info.run_id, "FINISHED")
     summary = run_sweep(path, "smoke", overrides, dry_run=True)
     assert summary["done"] == ["privacy.epsilon=1 seed=0"]
     assert summary["stale"] == ["privacy.epsilon=10 seed=0", "privacy.epsilon=100 seed=0"]
-    assert summary["to_run"] == [] and summary["code_version"] == code_version()
+    assert summary["to_run"] == [] and summary["code_versions"] == {cells[0].method: current}
     assert "stale (recorded by other code only" in format_summary(summary, dry_run=True)
     rerun = run_sweep(path, "smoke", overrides, dry_run=True, rerun_stale=True)
     assert rerun["stale"] == [] and rerun["to_run"] == ["privacy.epsilon=10 seed=0", "privacy.epsilon=100 seed=0"]
-    assert code_cell("0.0.9+gdeadbeef0000") == "STALE 0.0.9+gdeadbeef0000" and code_cell(code_version()) == code_version()
+    assert code_cell("0.0.9+dpsd.deadbeef0000") == "STALE 0.0.9+dpsd.deadbeef0000" and code_cell(current) == current
+    assert code_cell(code_version()) == f"STALE {code_version()}"  # the whole tree's version: before method versions
 
 
 # ---------------------------------------------------------------------------------------------

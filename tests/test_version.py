@@ -1,5 +1,6 @@
-"""Code versions (dpsd/version.py): what changes them, the same hash over a git commit, and the runs of
-today's code recorded under an older hashing rule given today's version (tools/retag_code_version.py)."""
+"""Code versions (dpsd/version.py): what changes them, the same hash over a git commit, each method's
+version over what its runs import, and the runs of today's code of their method recorded under an older
+rule given today's version (tools/retag_code_version.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from dpsd.config import compose
 from dpsd.report.runs import RUN_COLUMNS, read_archive, write_archive
 from dpsd.sweep.store import equivalent_versions, retag_equivalent_runs
 from dpsd.teachers import teacher_key
-from dpsd.version import code_version, code_version_at, meaning, source_hash, teacher_code_version
+from dpsd import version
+from dpsd.version import (METHOD_CODE_VERSION, code_version, code_version_at, meaning, method_code_version,
+                          source_hash, teacher_code_version)
 
 SOURCES = ("pkg", "pyproject.toml")
 MODULE = '"""Doc."""\nX = 1  # one\n\ndef f():\n    """Doc."""\n    return X\n'
@@ -80,27 +83,78 @@ def test_the_hash_of_a_commit_is_the_hash_of_its_checkout(tree, monkeypatch):
     assert code_version_at("0" * 40, root=tree) is None
 
 
-def test_runs_of_todays_code_under_an_older_rule_get_todays_version_and_others_stay_stale(tmp_path):
-    """A recorded version is vouched for by a clean commit of its runs that hashes (today's rule) to
-    today's version; its runs and archive rows get today's version and keep the old one; a version whose
-    commits hash elsewhere, or only name dirty trees, is left as recorded."""
+FILES = {
+    "dpsd/experiment.py": "from dpsd.methods import METHODS\nfrom dpsd.data import load\n",
+    "dpsd/methods/__init__.py": "from dpsd.methods import a, b\n",
+    "dpsd/methods/base.py": "def register_method(name): ...\n",
+    "dpsd/data.py": "X = 1\n",
+    "dpsd/methods/a.py": 'from dpsd.methods.base import register_method\nfrom dpsd import shared\n@register_method("a")\nclass A: ...\n',
+    "dpsd/methods/b.py": ('from dpsd.methods.base import register_method\n@register_method("b")\nclass B:\n'
+                         '    def f(self):\n        from dpsd.methods.a import A\n'),
+    "dpsd/shared.py": "Y = 1\n",
+    "pyproject.toml": '[project]\nname = "dpsd"\n',
+}
+
+
+def test_a_method_s_version_hashes_what_its_runs_import_and_not_the_other_methods():
+    """The driver's and the method module's import closure (imports in functions too, submodules named in
+    ``from`` imports), not the registry that imports every method: a change to method a stales a and b
+    (b imports a), a change to b only b, a change to the driver both."""
+    assert version.closure(["dpsd/experiment.py", "dpsd/methods/a.py"], FILES) == {
+        "dpsd/experiment.py", "dpsd/data.py", "dpsd/methods/a.py", "dpsd/methods/base.py", "dpsd/shared.py"}
+    assert version.method_module("b", FILES) == "dpsd/methods/b.py"
+    with pytest.raises(ValueError, match="no module registers the method 'c'"):
+        version.method_module("c", FILES)
+
+    def digests(files):
+        return {m: version._method_digest(files, m) for m in "ab"}
+
+    before = digests(FILES)
+    assert before["a"] != before["b"]
+    after_a = digests({**FILES, "dpsd/shared.py": "Y = 2\n"})
+    after_b = digests({**FILES, "dpsd/methods/b.py": FILES["dpsd/methods/b.py"] + "Z = 1\n"})
+    after_driver = digests({**FILES, "dpsd/data.py": "X = 2\n"})
+    after_pyproject = digests({**FILES, "pyproject.toml": '[project]\nname = "dpsd"\nversion = "2"\n'})
+    assert after_a["a"] != before["a"] and after_a["b"] != before["b"]  # b imports a, which imports shared
+    assert after_b["a"] == before["a"] and after_b["b"] != before["b"]
+    assert all(after_driver[m] != before[m] and after_pyproject[m] != before[m] for m in "ab")
+
+
+def test_today_s_methods_have_versions_that_name_them_and_a_baseline_leaves_the_ladder_alone():
+    """On this checkout: DP-SGD's module is in DP-SGD's closure and not in DPSD's or DGD's."""
+    files = version._working_files(version.SOURCES, version.RESULT_FREE, version.ROOT)
+    assert "baselines/dpsgd.py" in version.closure([version.DRIVER, version.method_module("dpsgd", files)], files)
+    for method in ("dpsd", "dgd", "dpdfd", "dp_dfd", "fed_dpsd"):
+        assert "baselines/dpsgd.py" not in version.closure([version.DRIVER, version.method_module(method, files)], files)
+        assert re.fullmatch(rf"\d+\.\d+\.\d+\+{method}\.[0-9a-f]{{12}}", method_code_version(method))
+        assert version.is_current(method_code_version(method))
+    assert not version.is_current(code_version()) and not version.is_current("0.1.0+dgd.000000000000")
+
+
+def test_runs_of_todays_method_code_get_todays_method_version_and_others_stay_stale(tmp_path):
+    """A (recorded version, method) is vouched for by a clean commit of its runs whose code of that method
+    hashes (today's rule) to today's, or by being today's whole-tree version; its runs get today's method
+    version and keep the recorded one; one whose commits hash elsewhere, or only name dirty trees, stays."""
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.create_experiment("dpsd", artifact_location=(tmp_path / "art").as_uri())
-    today, same, other, dirty = "1.0+srcTODAY", "1.0+srcSAME", "1.0+srcOTHER", "1.0+srcDIRTY"
-    commits = {"aaa": today, "bbb": "1.0+srcELSE"}  # what today's rule gives each commit
+    today = method_code_version("dgd")
+    same, other, dirty, tree = "1.0+srcSAME", "1.0+srcOTHER", "1.0+srcDIRTY", code_version()
+    commits = {("aaa", "dgd"): today, ("bbb", "dgd"): "1.0+dgd.ELSE", ("aaa", "pate"): "1.0+pate.ELSE"}
     runs = {}
-    for name, version, commit in [("a", same, "aaa"), ("b", same, "aaa-dirty"), ("c", other, "bbb"),
-                                  ("d", dirty, "aaa-dirty"), ("e", today, "ccc")]:
-        tags = {"code_version": version, "git_commit": commit, "config_hash": name, "cell_status": "done"}
+    for name, method, recorded, commit in [("a", "dgd", same, "aaa"), ("b", "dgd", same, "aaa-dirty"),
+                                           ("c", "dgd", other, "bbb"), ("d", "dgd", dirty, "aaa-dirty"),
+                                           ("e", "pate", same, "aaa"), ("f", "pate", tree, "zzz-dirty")]:
+        tags = {"code_version": recorded, "git_commit": commit, "config_hash": name, "cell_status": "done", "method": method}
         runs[name] = client.create_run(experiment, tags=tags).info.run_id
-    vouched = equivalent_versions(client, [experiment], today, version_at=commits.get)
-    assert vouched == {same: "aaa"}
-    changed = retag_equivalent_runs(client, [experiment], today, vouched)
-    assert changed == {runs["a"]: same, runs["b"]: same}
+    vouched = equivalent_versions(client, [experiment], version_at=lambda commit, method: commits.get((commit, method)))
+    assert vouched == {(same, "dgd"): "aaa", (tree, "pate"): f"tree {tree}"}
+    changed = retag_equivalent_runs(client, [experiment], vouched)
+    assert changed == {runs["a"]: same, runs["b"]: same, runs["f"]: tree}
     tags = {name: client.get_run(run_id).data.tags for name, run_id in runs.items()}
-    assert [tags[n]["code_version"] for n in "abcde"] == [today, today, other, dirty, today]
+    assert [tags[n].get(METHOD_CODE_VERSION) for n in "abcdef"] == [today, today, None, None, None, method_code_version("pate")]
     assert tags["b"]["code_version_recorded"] == same and tags["b"]["code_version_vouched_by"] == "aaa"
-    assert "code_version_recorded" not in tags["c"]
+    assert "code_version_recorded" not in tags["c"] and tags["c"]["code_version"] == other
+    assert equivalent_versions(client, [experiment], version_at=lambda commit, method: commits.get((commit, method))) == {}
 
 
 def test_the_retag_tool_updates_the_store_and_the_archive(tmp_path, monkeypatch, capsys):
@@ -114,17 +168,18 @@ def test_the_retag_tool_updates_the_store_and_the_archive(tmp_path, monkeypatch,
     client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
     experiment = client.create_experiment("dpsd", artifact_location=(results / "art").as_uri())
     old = "0.0.1+srcOLD"
-    run = client.create_run(experiment, tags={"code_version": old, "git_commit": "aaa"}).info.run_id
+    run = client.create_run(experiment, tags={"code_version": old, "git_commit": "aaa", "method": "dgd"}).info.run_id
     archive = tmp_path / "runs.csv"
     row = {column: "" for column in RUN_COLUMNS} | {
         "config_hash": "h", "run_id": run, "status": "FINISHED", "cell_status": "done", "code_version": old,
         "start_time": pd.Timestamp("2026-11-24T00:00:00+00:00"), "accuracy": 0.5}
     write_archive(pd.DataFrame([row]), archive)
-    monkeypatch.setattr(store, "code_version_at", lambda commit: code_version() if commit == "aaa" else None)
+    monkeypatch.setattr(store, "method_code_version_at",
+                        lambda commit, method: method_code_version(method) if commit == "aaa" else None)
     tool.main(["--results-dir", str(results), "--archive", str(archive)])
-    assert client.get_run(run).data.tags["code_version"] == code_version()
-    assert read_archive(archive)["code_version"].tolist() == [code_version()]
-    assert f"{old}: same code as today (commit aaa)" in capsys.readouterr().out
+    assert client.get_run(run).data.tags[METHOD_CODE_VERSION] == method_code_version("dgd")
+    assert read_archive(archive)["code_version"].tolist() == [method_code_version("dgd")]
+    assert f"dgd {old}: today's {method_code_version('dgd')} (vouched by aaa)" in capsys.readouterr().out
 
 
 def test_code_version_names_the_hash_and_teacher_keys_carry_the_teacher_code():

@@ -1,14 +1,16 @@
-"""Give today's code version to the runs that today's code computed, recorded under an older hashing rule.
+"""Give today's method code version to the runs that today's code of their method computed, recorded
+under an older hashing rule or before another method's code changed.
 
     python tools/retag_code_version.py [--results-dir DIR] [--archive results/runs.csv] [--dry-run]
 
-A change to how ``dpsd/version.py`` hashes the sources (not to the sources) gives every recorded run
-another code version, so the report would mark all of them STALE. For each code version recorded in the
-store, this hashes a commit its runs name (tag ``git_commit``) under today's rule
-(``dpsd.version.code_version_at``); where that equals today's code version, every run recorded under
-that version gets today's, keeping the old one in ``code_version_recorded`` and the vouching commit in
-``code_version_vouched_by``. The ``--archive`` rows with such a version get today's too. Runs whose code
-differs stay stale.
+A run is current when its tag ``method_code_version`` is today's ``dpsd.version.method_code_version`` of its
+method. A change to how ``dpsd/version.py`` hashes the sources, or runs recorded before that tag (with the
+whole tree's ``code_version`` only), would leave runs STALE whose method's code is today's. For each
+(recorded version, method) in the store, this hashes a commit its runs name (tag ``git_commit``) under
+today's rule (``dpsd.version.method_code_version_at``); where that equals today's version of the method,
+or where the recorded version is today's whole tree's, every such run gets today's method version,
+keeping the old one in ``code_version_recorded`` and what vouches for it in ``code_version_vouched_by``.
+The ``--archive`` rows of such runs get it too. Runs whose method's code differs stay stale.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import mlflow
 
 from dpsd.report.runs import read_archive, write_archive
 from dpsd.sweep.store import equivalent_versions, retag_equivalent_runs
-from dpsd.version import code_version
+from dpsd.version import method_code_version
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,19 +36,19 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"no MLflow store at {store} (expected the results folder of dpsd sweep / dpsd run)")
     client = mlflow.MlflowClient(f"sqlite:///{store.resolve()}")
     experiments = [e.experiment_id for e in client.search_experiments()]
-    current = code_version()
-    vouched = equivalent_versions(client, experiments, current)
-    print(f"today's code version {current}")
-    for version, commit in sorted(vouched.items()):
-        print(f"  {version}: same code as today (commit {commit})")
+    vouched = equivalent_versions(client, experiments)
+    for (version, method), by in sorted(vouched.items()):
+        print(f"  {method} {version}: today's {method_code_version(method)} (vouched by {by})")
     if args.dry_run or not vouched:
         return
-    changed = retag_equivalent_runs(client, experiments, current, vouched)
+    changed = retag_equivalent_runs(client, experiments, vouched)
     print(f"retagged {len(changed)} runs in {store}")
     if args.archive is not None:
         rows = read_archive(args.archive)
-        hit = rows["code_version"].isin(list(vouched))
-        write_archive(rows.assign(code_version=rows["code_version"].where(~hit, current)), args.archive)
+        hit = rows["run_id"].isin(list(changed))
+        rows.loc[hit, "code_version"] = [method_code_version(client.get_run(run_id).data.tags["method"])
+                                         for run_id in rows.loc[hit, "run_id"]]
+        write_archive(rows, args.archive)
         print(f"retagged {int(hit.sum())} rows of {args.archive}")
 
 

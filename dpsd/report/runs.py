@@ -69,7 +69,9 @@ def normalise(raw: pd.DataFrame) -> pd.DataFrame:
         "delta": _column(runs, "metrics.delta").astype(float),
         # the relation eps_rigorous is stated under, and the code that recorded the run ("" before tags)
         "neighbouring": _column(runs, "tags.neighbouring").fillna(""),
-        "code_version": _column(runs, "tags.code_version").fillna(""),
+        # the method's code version (dpsd.version.method_code_version); a run recorded before that tag
+        # shows the whole tree's, never current
+        "code_version": _column(runs, "tags.method_code_version").fillna(_column(runs, "tags.code_version")).fillna(""),
     })
     for name in runs.columns:
         if name.startswith("metrics."):

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from dpsd.report.cells import DATA_ABSENT, NOT_RUN
 from dpsd.sweep.spec import Spec
-from dpsd.version import code_version
+from dpsd.version import is_current
 
 DASH = "—"
 NO_METHOD = "n/a"
@@ -149,10 +149,11 @@ def _delta(ref: pd.Series | None, group: pd.Series | None) -> str:
 
 
 def code_cell(versions: str) -> str:
-    """The code version(s) of a cell's runs, ``STALE <versions>`` unless one is this checkout's."""
+    """The code version(s) of a cell's runs, ``STALE <versions>`` unless one is this checkout's code of
+    its method (:func:`dpsd.version.is_current`)."""
     if not versions:
         return DASH
-    return versions if code_version() in versions.split() else f"STALE {versions}"
+    return versions if any(map(is_current, versions.split())) else f"STALE {versions}"
 
 
 def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str, str]:

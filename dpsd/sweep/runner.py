@@ -43,7 +43,7 @@ from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags
                               failed_cells, finished_by, heartbeat, is_done, live_claims, parent_run,
                               record_data_absent, record_failure, recorded_hashes, recorded_versions, release_claim,
                               cell_state)
-from dpsd.version import code_version
+from dpsd.version import method_code_version
 from dpsd.sweep.summary import summarize
 
 CLAIM_TIMEOUT = 120.0  # seconds without a heartbeat after which a claim is taken over
@@ -136,7 +136,7 @@ def run_cell(config: dict, cells: dict[str, dict]) -> None:
         cfg.tracking.parent_run_id = cell["parent_run_id"]
         cfg.tracking.tags = cell["tags"]
         client, experiment_id = client_for(cfg)
-        if is_done(client, experiment_id, digest):
+        if is_done(client, experiment_id, digest, str(cfg.method.name)):
             tune.report({"outcome": "skipped"})
             return
         tags = {**cell["tags"], "mlflow.parentRunId": cell["parent_run_id"]}
@@ -144,7 +144,7 @@ def run_cell(config: dict, cells: dict[str, dict]) -> None:
         if claim is None:
             tune.report({"outcome": "claimed_elsewhere"})
             return
-        if is_done(client, experiment_id, digest):  # finished by another driver between the check and the claim
+        if is_done(client, experiment_id, digest, str(cfg.method.name)):  # finished by another driver between the check and the claim
             release_claim(client, claim)
             tune.report({"outcome": "skipped"})
             return
@@ -375,11 +375,12 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
         validate(cfg)
     check_tracking(sweep_cfg)
     client, experiment_id = client_for(sweep_cfg)
-    versions, current = recorded_versions(client, experiment_id), code_version()
+    versions = recorded_versions(client, experiment_id)
+    current = {method: method_code_version(method) for method in sorted({c.method for c in cells})}
     failed_before = failed_cells(client, experiment_id)
     summary: dict[str, Any] = {"spec": spec.name, "scale": scale, "tracking_uri": client.tracking_uri,
-                               "parent_run_id": None, "restored": False, "errors": [], "code_version": current}
-    status = {c.config_hash: cell_state(versions, c.config_hash, current) for c in cells}
+                               "parent_run_id": None, "restored": False, "errors": [], "code_versions": current}
+    status = {c.config_hash: cell_state(versions, c.config_hash, current[c.method]) for c in cells}
     if rerun_stale:
         status = {digest: "to_run" if state == "stale" else state for digest, state in status.items()}
     reasons = {c.label: failed_before[c.config_hash] for c in cells
@@ -418,10 +419,10 @@ def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, tuple],
     """The plan's summary once the trials are over: each pending cell ran (trained by this driver, in
     this spec's parent run), is done (by another spec's trial or another driver) or failed, with its
     reason."""
-    current = plan.summary["code_version"]
+    current = plan.summary["code_versions"]
     try:
         recorded = recorded_versions(plan.client, plan.experiment_id)
-        finished = {h for h, versions in recorded.items() if current in versions}
+        finished = {c.config_hash for c in plan.cells if current[c.method] in recorded.get(c.config_hash, ())}
         ran_here = finished_by(plan.client, plan.experiment_id, driver)
     except Exception as err:  # the tracking server went away: only what the trials saw recorded counts
         plan.summary["errors"].append(f"tracking server {plan.client.tracking_uri} did not answer at the end "
@@ -522,7 +523,7 @@ def wait_for_claims(client, experiment_id: str, cells: list[Cell], claim_timeout
     claimed (its claim went stale, its driver gave it up or failed it), those not done, to run
     again; [] once all are done."""
     while cells:
-        cells = [c for c in cells if not is_done(client, experiment_id, c.config_hash)]
+        cells = [c for c in cells if not is_done(client, experiment_id, c.config_hash, c.method)]
         for cell in cells:
             abandon_stale_claims(client, experiment_id, cell.config_hash, claim_timeout)
         if any(not live_claims(client, experiment_id, c.config_hash, claim_timeout) for c in cells):

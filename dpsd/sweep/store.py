@@ -24,7 +24,7 @@ from typing import Iterator
 from omegaconf import DictConfig, OmegaConf
 
 from dpsd.sweep.spec import Cell, Spec
-from dpsd.version import code_version, code_version_at
+from dpsd.version import METHOD_CODE_VERSION, code_version, method_code_version, method_code_version_at
 
 DONE, DATA_ABSENT, CLAIMED, FAILED, ABANDONED = "done", "data_absent", "claimed", "failed", "abandoned"
 CLAIM_OWNER, HEARTBEAT, FAILURE_REASON = "claim_owner", "claim_heartbeat", "failure_reason"
@@ -56,12 +56,12 @@ def recorded_hashes(client, experiment_id: str, status: str = DONE) -> dict[str,
 
 
 def recorded_versions(client, experiment_id: str) -> dict[str, set[str]]:
-    """``config_hash -> code versions`` of the FINISHED done runs (``""`` for a run recorded before
-    runs were tagged with :func:`dpsd.version.code_version`)."""
+    """``config_hash -> method code versions`` of the FINISHED done runs (``""`` for a run recorded
+    before runs were tagged with :func:`dpsd.version.method_code_version`)."""
     versions: dict[str, set[str]] = {}
     for run in _search(client, experiment_id, f"tags.cell_status = '{DONE}' and attributes.status = 'FINISHED'"):
         if "config_hash" in run.data.tags:
-            versions.setdefault(run.data.tags["config_hash"], set()).add(run.data.tags.get("code_version", ""))
+            versions.setdefault(run.data.tags["config_hash"], set()).add(run.data.tags.get(METHOD_CODE_VERSION, ""))
     return versions
 
 
@@ -73,40 +73,51 @@ def finished_by(client, experiment_id: str, owner: str) -> set[str]:
     return {run.data.tags["config_hash"] for run in runs if "config_hash" in run.data.tags}
 
 
-def equivalent_versions(client, experiment_ids: list[str], current: str, version_at=None) -> dict[str, str]:
-    """``recorded version -> vouching commit`` for each code version recorded in the experiments, other than
-    ``current``, whose runs name (tag ``git_commit``) a commit that ``version_at`` (today's hashing
-    rule; default :func:`dpsd.version.code_version_at`) puts at ``current``: those runs were computed by
-    today's code, recorded under an older rule. One such commit vouches for every run with that version,
-    as long as the older rule hashed at least today's sources (true of every rule so far: each one hashed
-    a subset of what the one before it did)."""
-    version_at = version_at or code_version_at  # None for a dirty tree's '<commit>-dirty': no such commit
-    commits: dict[str, set[str]] = {}
+def equivalent_versions(client, experiment_ids: list[str], version_at=None) -> dict[tuple[str, str], str]:
+    """``(recorded version, method) -> vouching commit`` for the runs whose method code version is not
+    today's (:func:`dpsd.version.method_code_version`; a run recorded before that tag has none), where a
+    commit the runs name (tag ``git_commit``) has today's version of their method under today's rule
+    (``version_at``; default :func:`dpsd.version.method_code_version_at`): those runs were computed by
+    today's code of their method. A recorded version is the method one, or for a run without it the
+    whole tree's (tag ``code_version``): one commit vouches for every run of that method and version,
+    and today's whole-tree version vouches for itself."""
+    version_at = version_at or method_code_version_at  # None for a dirty tree's '<commit>-dirty': no such commit
+    tree = code_version()
+    commits: dict[tuple[str, str], set[str]] = {}
+    vouched: dict[tuple[str, str], str] = {}
     for experiment_id in experiment_ids:
-        for run in _search(client, experiment_id, "tags.code_version != ''"):
+        for run in _search(client, experiment_id, "tags.method != ''"):
             tags = run.data.tags
-            if tags["code_version"] != current and tags.get("git_commit"):
-                commits.setdefault(tags["code_version"], set()).add(tags["git_commit"])
-    vouched: dict[str, str] = {}
-    for version, found in commits.items():
-        commit = next((c for c in sorted(found) if version_at(c) == current), None)
+            method, recorded = tags["method"], _recorded_version(tags)
+            if recorded == tree:  # recorded by today's whole tree, a dirty one too: today's code of its method
+                vouched[(recorded, method)] = f"tree {tree}"
+            elif recorded and recorded != method_code_version(method) and tags.get("git_commit"):
+                commits.setdefault((recorded, method), set()).add(tags["git_commit"])
+    for (version, method), found in commits.items():
+        commit = next((c for c in sorted(found) if version_at(c, method) == method_code_version(method)), None)
         if commit is not None:
-            vouched[version] = commit
+            vouched[(version, method)] = commit
     return vouched
 
 
-def retag_equivalent_runs(client, experiment_ids: list[str], current: str, vouched: dict[str, str]) -> dict[str, str]:
-    """Give every run recorded under a version in ``vouched`` (:func:`equivalent_versions`) the ``current``
-    code version, keeping the recorded one (``code_version_recorded``) and the commit that vouches for it
-    (``code_version_vouched_by``); returns ``run id -> recorded version`` of the runs changed."""
+def _recorded_version(tags: dict) -> str:
+    return tags.get(METHOD_CODE_VERSION) or tags.get("code_version", "")
+
+
+def retag_equivalent_runs(client, experiment_ids: list[str], vouched: dict[tuple[str, str], str]) -> dict[str, str]:
+    """Give every run of a ``(recorded version, method)`` in ``vouched`` (:func:`equivalent_versions`)
+    today's method code version, keeping the recorded one (``code_version_recorded``) and the commit
+    that vouches for it (``code_version_vouched_by``); returns ``run id -> recorded version`` of the runs
+    changed."""
     changed: dict[str, str] = {}
     for experiment_id in experiment_ids:
-        for version, commit in vouched.items():
-            for run in _search(client, experiment_id, f"tags.code_version = '{version}'"):
-                client.set_tag(run.info.run_id, "code_version_recorded", version)
-                client.set_tag(run.info.run_id, "code_version_vouched_by", commit)
-                client.set_tag(run.info.run_id, "code_version", current)
-                changed[run.info.run_id] = version
+        for run in _search(client, experiment_id, "tags.method != ''"):
+            key = (_recorded_version(run.data.tags), run.data.tags["method"])
+            if key in vouched:
+                client.set_tag(run.info.run_id, "code_version_recorded", key[0])
+                client.set_tag(run.info.run_id, "code_version_vouched_by", vouched[key])
+                client.set_tag(run.info.run_id, METHOD_CODE_VERSION, method_code_version(key[1]))
+                changed[run.info.run_id] = key[0]
     return changed
 
 
@@ -117,11 +128,11 @@ def cell_state(versions: dict[str, set[str]], digest: str, current: str) -> str:
     return "done" if current in versions[digest] else "stale"
 
 
-def is_done(client, experiment_id: str, digest: str) -> bool:
-    """Whether the config hash ``digest`` has a FINISHED run by this code version (a trial's own
-    check before training; a stale cell reaches a trial only with ``--rerun-stale``)."""
+def is_done(client, experiment_id: str, digest: str, method: str) -> bool:
+    """Whether the config hash ``digest`` (a cell of ``method``) has a FINISHED run by this code of its
+    method (a trial's own check before training; a stale cell reaches a trial only with ``--rerun-stale``)."""
     filter_string = (f"tags.config_hash = '{digest}' and tags.cell_status = '{DONE}' "
-                     f"and tags.code_version = '{code_version()}' and attributes.status = 'FINISHED'")
+                     f"and tags.{METHOD_CODE_VERSION} = '{method_code_version(method)}' and attributes.status = 'FINISHED'")
     return bool(client.search_runs([experiment_id], filter_string, max_results=1))
 
 
