@@ -5,7 +5,8 @@ Poisson sampling at ``method.sample_rate``, per-example clipping to ``method.max
 Gaussian noise ``method.noise_multiplier * max_grad_norm``; with ``noise_multiplier: null`` the
 multiplier is Opacus's ``get_noise_multiplier`` for ``privacy.epsilon`` at ``privacy.delta`` (what
 ``make_private_with_epsilon`` does). The run length is ``steps = ceil(epochs / sample_rate)``
-optimiser steps, fixed in advance so the ledger can be planned without data.
+optimiser steps, fixed in advance so the ledger can be planned without data; ``epochs`` counts expected
+passes, so a fraction (the smoke scale's 0.1) runs fewer steps than one pass.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ Accountant = Enum("Accountant", "rdp prv")
 class DPSGDConfig(MethodConfig):
     """``conf/method/dpsgd.yaml`` (its comments say what each setting is)."""
 
-    epochs: int = MISSING
+    epochs: float = MISSING
     sample_rate: float = MISSING
     max_grad_norm: float = MISSING
     noise_multiplier: Optional[float] = MISSING

@@ -40,6 +40,16 @@ def test_dpsgd_plan_calibrates_noise_to_the_target_with_the_steps_it_runs():
     assert report["eps_rigorous"] <= report["eps_rigorous_rdp"]  # PLD is tighter
 
 
+def test_dpsgd_counts_expected_passes_so_a_fraction_of_one_runs_fewer_steps():
+    """``epochs`` is a float: the smoke scale's 0.1 expected passes at q = 0.01 are 10 steps, not one pass's 100,
+    and the noise is calibrated to those 10."""
+    short = compose(["method=dpsgd", "privacy.epsilon=3", "method.epochs=0.1", "method.sample_rate=0.01"])
+    full = compose(["method=dpsgd", "privacy.epsilon=3", "method.epochs=1", "method.sample_rate=0.01"])
+    assert (dpsgd_steps(short), dpsgd_steps(full)) == (10, 100)
+    assert privacy_report(short)["queries"] == 10
+    assert compose(["method=dpsgd", "scale=smoke"]).method.epochs == 0.1
+
+
 def test_dpsgd_run_spends_exactly_what_opacus_accounts(tmp_path):
     cfg = compose(["method=dpsgd", f"results_dir={tmp_path}", *TEACHER, "method.epochs=1",
                    "method.sample_rate=0.05", "method.noise_multiplier=1.0"])

@@ -24,7 +24,9 @@ EXPECTED = {
     ("paper", "pate"): {"num_teachers": 250, "batch_size": 64, "sigma": 40.0},  # pate.yaml's batch stands
     ("smoke", "dpsd"): {"iterations": 400, "batch_size": 128},
     ("smoke", "dgd"): {"iterations": 400, "batch_size": 128, "num_teachers": 10},
-    ("smoke", "pate"): {"batch_size": 64, "num_teachers": 10},
+    ("smoke", "pate"): {"batch_size": 64, "num_teachers": 10, "epochs": 1},
+    ("smoke", "dpsgd"): {"epochs": 0.1},  # a tenth of an expected pass: 10 steps at q = 0.01
+    ("smoke", "lp1st"): {"epochs": 1},
     ("laptop", "dpsd"): {"iterations": 200, "batch_size": 128},  # DPSD §IV-A T at b = 128
     ("laptop", "dpsd_t"): {"iterations": 200, "batch_size": 128},
     ("laptop", "dfkd"): {"iterations": 400, "batch_size": 128},
