@@ -600,7 +600,10 @@ def test_an_on_demand_spec_runs_at_its_own_budget_without_the_shared_smoke_list_
                      smoke=["privacy.k=2"], on_demand=True)
     assert load_spec(own).smoke == ("privacy.k=2",) and load_spec(own).smoke_caps == ()
     cells = [c.compose() for c in expand_cells(own, "smoke")]
-    assert [(c.method.num_teachers, c.method.epochs, c.privacy.k) for c in cells] == [(2, 20, 2), (10, 20, 2)]
+    scale_epochs = compose(["method=pate", "scale=smoke"]).method.epochs  # PATE's own smoke value, not the shared 3
+    assert scale_epochs != 3
+    assert [(c.method.num_teachers, c.method.epochs, c.privacy.k) for c in cells] == [(2, scale_epochs, 2),
+                                                                                    (10, scale_epochs, 2)]
     shared = write_spec(tmp_path, "shared", base=["method=pate"], grid={"method.num_teachers": [2, 10]},
                         smoke=["privacy.k=2"])
     assert [(c.compose().method.num_teachers, c.compose().method.epochs) for c in expand_cells(shared, "smoke")] == [(2, 3)]
