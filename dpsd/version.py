@@ -10,7 +10,8 @@ the cells whose config it changes (retuning ``scale=laptop`` leaves the ladder's
 marking every recorded run stale. The git commit is recorded beside it for provenance (:func:`git_commit`),
 not used for staleness: keyed on the commit, every commit (a README typo) would mark every cell stale.
 
-Every run is tagged with both, and a sweep cell recorded by other code is *stale*: listed as such by
+Every run is tagged with both, and a sweep cell recorded by other code (of its method:
+:func:`method_code_version` below) is *stale*: listed as such by
 ``dpsd sweep/reproduce --dry-run``, marked STALE in the report, and re-run only on request
 (``--rerun-stale``). :func:`code_version_at` computes the same hash over a commit's files, so a run
 recorded under an older rule can be checked against the current code (``tools/retag_code_version.py``).
@@ -183,10 +184,19 @@ def _method_digest(files: dict[str, str], method: str) -> str:
     return _digest({rel: text for rel, text in files.items() if rel in kept})
 
 
+def _method_version(files: dict[str, str], method: str) -> str:
+    return f"{__version__}+{method}.{_method_digest(files, method)}"
+
+
+@lru_cache(maxsize=1)
+def _checkout_files() -> dict[str, str]:
+    return _working_files(SOURCES, RESULT_FREE, ROOT)
+
+
 @lru_cache(maxsize=None)
 def method_code_version(method: str) -> str:
     """``<version>+<method>.<hash 12>`` of what a run of ``method`` executes (module docstring)."""
-    return f"{__version__}+{method}.{_method_digest(_working_files(SOURCES, RESULT_FREE, ROOT), method)}"
+    return _method_version(_checkout_files(), method)
 
 
 def is_current(version: str) -> bool:
@@ -206,7 +216,7 @@ def method_code_version_at(commit: str, method: str, root: Path = ROOT) -> str |
     if files is None:
         return None
     try:
-        return f"{__version__}+{method}.{_method_digest(files, method)}"
+        return _method_version(files, method)
     except ValueError:
         return None
 

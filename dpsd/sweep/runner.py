@@ -63,8 +63,6 @@ def trial_resources(cpus_per_trial: float | None, gpus_per_trial: float | None) 
     Defaults: where nodes have GPUs, half a GPU per trial (two trials share one) and the matching
     share of that node's CPUs; without GPUs, all the CPUs of the largest node (trials run one per
     node at a time, each with every core: on this 2-core machine, one after another)."""
-    import ray
-
     nodes = _live_nodes()
     node_cpus = max(n.get("CPU", 1) for n in nodes)
     node_gpus = max(n.get("GPU", 0) for n in nodes)
