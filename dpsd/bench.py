@@ -14,17 +14,23 @@ claims belong here, not in tests: the numbers depend on the machine.
 dealt ``--parts`` ways (default 250, PATE's and DGD's size); the first M members are trained from an
 empty cache by the serial and then the vmap backend, each member ``--member-steps`` optimiser steps
 (default 30). Prints seconds per member, the vmap/serial ratio, and the time for all parts at that rate.
+
+``--layout``: instead, each method's ``privacy=none`` iteration with its networks (teacher included) in the
+channels-last layout every model is built in (:func:`dpsd.models.channels_last`) against the same networks
+converted back to NCHW, interleaved as above. Prints both and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 import tempfile
 import time
 
 import torch
+from torch import nn
 
 from dpsd.config import available_devices, compose, resolve_device, resolve_paths, validate
 from dpsd.data import load_data
@@ -35,6 +41,7 @@ from dpsd.privacy.accounting import Ledger
 from dpsd.teachers import disjoint_partition, load_or_train_teacher
 
 REFERENCE = "none"
+LAYOUTS = ("channels_last", "nchw")
 PRIVATE_MODES = ("label", "data")
 REPEATS = 20
 WARMUP = 3
@@ -104,6 +111,26 @@ def bench_method(name: str, overrides: list[str], teacher, data, device, repeats
     return time_modes(trainers, repeats, device)
 
 
+def nchw(trainer: Trainer) -> Trainer:
+    """``trainer`` with every network it holds (its attributes that are modules) in NCHW layout."""
+    for value in vars(trainer).values():
+        if isinstance(value, nn.Module):
+            value.to(memory_format=torch.contiguous_format)
+    return trainer
+
+
+def bench_layout(name: str, overrides: list[str], teacher, data, device, repeats: int) -> dict[str, float] | None:
+    """Median iteration seconds of method ``name`` under ``privacy=none`` per layout (:data:`LAYOUTS`):
+    the networks as built, and the same networks (the teacher a copy) converted to NCHW."""
+    if not has_trainer(name):
+        print(f"skip {name}: no make_trainer (not an iterative method)")
+        return None
+    built = build_trainer(overrides, name, REFERENCE, teacher, data, device)
+    in_nchw = copy.deepcopy(teacher).to(memory_format=torch.contiguous_format)
+    converted = nchw(build_trainer(overrides, name, REFERENCE, in_nchw, data, device))
+    return time_modes(dict(zip(LAYOUTS, (built, converted))), repeats, device)
+
+
 def bench_ensemble(cfg, data, device, members: int, parts: int, steps: int) -> dict[str, float]:
     """Seconds per member for each backend: the first ``members`` of a ``parts``-way split of the
     private set, ``steps`` optimiser steps each, trained into an empty cache in this process."""
@@ -138,6 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=None, help=f"timed iterations per mode (default {REPEATS})")
     parser.add_argument("--ensemble", type=int, metavar="M", help="time M teacher-ensemble members per backend "
                         "(serial, vmap) instead of the methods' iterations")
+    parser.add_argument("--layout", action="store_true", help="time each method's iteration in channels-last "
+                        "and in NCHW layout instead of its privacy modes")
     parser.add_argument("--parts", type=int, default=250, help="--ensemble: ways the private split is dealt (default 250)")
     parser.add_argument("--member-steps", type=int, default=30, help="--ensemble: optimiser steps per member (default 30)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for `dpsd run`")
@@ -154,6 +183,9 @@ def main(argv: list[str] | None = None) -> None:
         print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps)
         return
     names = args.methods.split(",") if args.methods else [name for name in METHODS.names() if has_trainer(name)]
+    if args.layout:
+        print_layout(cfg, overrides, data, names, repeats)
+        return
     print(f"one iteration on {cfg.dataset.name}, batch {cfg.method.batch_size}, median of {repeats} interleaved "
           f"iterations; privacy=none is the reference; share = (t_private - t_none) / t_private")
     print(f"{'method':<10} {'privacy':<8} {'iteration ms':>13} {'ratio to none':>14} {'privatisation share':>20} "
@@ -169,6 +201,20 @@ def main(argv: list[str] | None = None) -> None:
             for mode, seconds in results.items():
                 print(f"{name:<10} {mode:<8} {seconds * 1e3:>13.2f} {seconds / reference:>14.3f} "
                       f"{(seconds - reference) / seconds:>20.1%} {1 / seconds:>9.2f}  {describe(device)}")
+
+
+def print_layout(cfg, overrides: list[str], data, names: list[str], repeats: int) -> None:
+    print(f"one privacy=none iteration on {cfg.dataset.name}, batch {cfg.method.batch_size}, median of {repeats} "
+          f"interleaved iterations per layout")
+    print(f"{'method':<10} {'channels_last ms':>17} {'nchw ms':>9} {'nchw / channels_last':>21}  device")
+    for device in devices(cfg.device):
+        per_device = [*overrides, f"device={device}"]
+        teacher, _ = load_or_train_teacher(resolve_paths(compose(per_device)), data, device)
+        for name in names:
+            results = bench_layout(name, per_device, teacher, data, device, repeats)
+            if results is not None:
+                fast, slow = (results[layout] for layout in LAYOUTS)
+                print(f"{name:<10} {fast * 1e3:>17.2f} {slow * 1e3:>9.2f} {slow / fast:>21.2f}  {describe(device)}")
 
 
 def devices(setting: str) -> list[torch.device]:

@@ -76,3 +76,30 @@ def test_ensemble_bench_trains_each_backend_into_an_empty_cache_and_prints_their
 def test_ensemble_bench_refuses_more_members_than_parts():
     with pytest.raises(SystemExit):
         bench.main(["--ensemble", "300", "--parts", "250"])
+
+
+def test_layout_times_each_method_in_both_layouts_and_prints_their_ratio(tmp_path, capsys):
+    bench.main(["--layout", "--methods", "dpsd,teacher", "--repeats", "2", *TINY, f"results_dir={tmp_path}"])
+    out = capsys.readouterr().out
+    row = next(line.split() for line in out.splitlines() if line.startswith("dpsd "))
+    fast, slow, ratio = (float(value) for value in row[1:4])
+    assert ratio == pytest.approx(slow / fast, abs=0.006) and row[4] == "cpu"
+    assert "skip teacher: no make_trainer" in out
+
+
+def test_the_nchw_trainer_holds_its_networks_in_nchw_and_the_built_one_in_channels_last(tmp_path):
+    import torch
+
+    from dpsd.config import compose, resolve_paths
+    from dpsd.data import load_data
+    from dpsd.teachers import load_or_train_teacher
+
+    overrides = [*TINY, f"results_dir={tmp_path}", "tracking=none"]
+    cfg = resolve_paths(compose(overrides))
+    data = load_data(cfg)
+    teacher, _ = load_or_train_teacher(cfg, data, torch.device("cpu"))
+    built = bench.build_trainer(overrides, "dpsd", bench.REFERENCE, teacher, data, torch.device("cpu"))
+    converted = bench.nchw(bench.build_trainer(overrides, "dpsd", bench.REFERENCE, teacher, data, torch.device("cpu")))
+    for trainer, layout in ((built, torch.channels_last), (converted, torch.contiguous_format)):
+        weights = [p for p in trainer.student.parameters() if p.dim() == 4 and p.shape[1] > 1]
+        assert weights and all(p.is_contiguous(memory_format=layout) for p in weights)

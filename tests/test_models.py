@@ -204,3 +204,23 @@ def test_xavier_init_zeroes_biases_and_bounds_weights() -> None:
             assert layer.weight.abs().max() <= bound
             assert layer.weight.abs().max() > bound / 2  # filled, not left at a small default
             assert torch.count_nonzero(layer.bias) == 0
+
+
+@pytest.mark.parametrize("arch", ["small_cnn", "datalens_cnn"])
+def test_classifiers_come_in_channels_last_layout_and_compute_what_nchw_computes(arch: str) -> None:
+    torch.manual_seed(0)
+    model = build_classifier(arch, 1, 28, 10).eval()
+    convs = [m.weight for m in model.modules() if isinstance(m, nn.Conv2d) and m.in_channels > 1]
+    assert convs and all(w.is_contiguous(memory_format=torch.channels_last) for w in convs)
+    assert not any(w.is_contiguous() for w in convs)
+    x = torch.randn(16, 1, 28, 28)
+    with torch.no_grad():
+        fast = model(x)
+        slow = model.to(memory_format=torch.contiguous_format)(x)
+    torch.testing.assert_close(fast, slow, rtol=1e-4, atol=1e-5)
+
+
+def test_the_generator_comes_in_channels_last_layout() -> None:
+    generator = build_generator(100, 1, 28, 32)
+    convs = [m.weight for m in generator.modules() if isinstance(m, nn.Conv2d) and m.in_channels > 1]
+    assert convs and all(w.is_contiguous(memory_format=torch.channels_last) for w in convs)
