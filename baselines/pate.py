@@ -212,7 +212,8 @@ class PATE(Method):
         members = load_or_train_members(with_member_steps(cfg, cfg.method.member_steps), data, device, parts, names,
                                         ctx.phase_log)
         query_images, _ = images_and_labels(data.train, pool[: int(cfg.method.queries)])
-        votes = vote_counts(member_predictions(members, query_images, device), data.num_classes)
+        votes = vote_counts(member_predictions(members, query_images, device,
+                                               log=ctx.phase_log("member votes", len(members))), data.num_classes)
         answered = torch.ones(len(votes), dtype=torch.bool, device=device)
         if confident(cfg):
             answered, event = confident_mask(votes, cfg, ctx.rng)

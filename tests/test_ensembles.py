@@ -60,3 +60,17 @@ def test_member_seeds_differ_per_member_and_per_run_seed():
 def test_vote_counts_count_each_members_argmax():
     predictions = torch.tensor([[0, 1], [0, 2], [1, 2]])  # 3 members x 2 images
     assert vote_counts(predictions, 3).tolist() == [[2, 1, 0], [0, 1, 2]]
+
+
+def test_member_votes_print_a_progress_line_as_members_finish():
+    import io
+
+    from dpsd.progress import ProgressLog
+
+    members = [torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3)).eval() for _ in range(4)]
+    stream = io.StringIO()
+    votes = member_predictions(members, torch.randn(7, 1, 2, 2), torch.device("cpu"), batch_size=3,
+                               log=ProgressLog("member votes", len(members), every=0.5, stream=stream))
+    assert votes.shape == (4, 7)
+    assert [line.split(",")[0] for line in stream.getvalue().splitlines()] == [
+        "member votes: step 2/4 (50%)", "member votes: step 4/4 (100%)"]

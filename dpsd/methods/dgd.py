@@ -242,10 +242,11 @@ def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: T
     members = load_or_train_members(cfg, data, device, parts, names, ctx.phase_log)
     test = evaluation_split(ctx)
     test_images, test_labels = images_of(test), labels_of(test)
-    test_predictions = member_predictions(members, test_images, device)
+    voted = torch.cat([test_images.to(device), queries.to(device)])
+    predictions = member_predictions(members, voted, device, log=ctx.phase_log("member votes", len(members)))
+    test_predictions, query_predictions = predictions[:, :len(test_images)], predictions[:, len(test_images):]
     accuracy = float((test_predictions.cpu() == test_labels).float().mean())
-    query_votes = vote_counts(member_predictions(members, queries, device), data.num_classes)
-    return query_votes, vote_counts(test_predictions, data.num_classes), accuracy
+    return vote_counts(query_predictions, data.num_classes), vote_counts(test_predictions, data.num_classes), accuracy
 
 
 def query_targets(votes: Tensor, cfg: DictConfig, rng: torch.Generator, ledger: Ledger) -> Tensor:
