@@ -26,6 +26,7 @@ from opacus.accountants.utils import get_noise_multiplier
 from opacus.data_loader import DPDataLoader
 from opacus.optimizers import DPOptimizer
 from opacus.validators import ModuleValidator
+from torch import nn
 
 from baselines.training import train_on_batches
 from dpsd.data import DataInfo
@@ -41,6 +42,16 @@ from dpsd.privacy.events import SubsampledGaussianRelease
 def dpsgd_steps(cfg: DictConfig) -> int:
     """Noisy optimiser steps: ``epochs`` expected passes over the data at Poisson rate ``q``."""
     return math.ceil(float(cfg.method.epochs) / float(cfg.method.sample_rate))
+
+
+def per_sample_gradients(model: nn.Module, device: torch.device) -> GradSampleModule:
+    """``model`` wrapped for Opacus's per-sample gradients, in NCHW layout on ``device``.
+
+    NCHW, not the channels-last layout models are built in (:func:`dpsd.models.channels_last`): Opacus's
+    conv grad sampler returns all-zero per-sample gradients for a channels-last conv weight with more
+    than one input channel (opacus 1.6, torch 2.15), so that weight would never train and the clipping
+    norm would leave it out (``tests/test_baselines.py`` compares with one example at a time)."""
+    return GradSampleModule(model.to(device, memory_format=torch.contiguous_format))
 
 
 def noise_multiplier(cfg: DictConfig) -> float:
@@ -129,7 +140,7 @@ class DPSGD(Method):
         sigma, steps, rate = noise_multiplier(cfg), dpsgd_steps(cfg), float(method.sample_rate)
         student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
         # Opacus needs per-sample gradients: BatchNorm becomes GroupNorm (the DataLens CNN has none).
-        student = GradSampleModule(xavier_init_(ModuleValidator.fix(student)).to(device))
+        student = per_sample_gradients(xavier_init_(ModuleValidator.fix(student)), device)
         loader = DPDataLoader(ctx.data.train, sample_rate=rate,
                               generator=torch.Generator().manual_seed(int(cfg.seed)))
         optimizer = DPOptimizer(

@@ -6,7 +6,7 @@ import math
 import pytest
 from opacus.accountants import RDPAccountant
 
-from baselines.dpsgd import dpsgd_steps, opacus_epsilon
+from baselines.dpsgd import dpsgd_steps, opacus_epsilon, per_sample_gradients
 from baselines.pate import partition
 from dpsd.config import compose
 from dpsd.errors import ConfigError
@@ -48,6 +48,30 @@ def test_dpsgd_counts_expected_passes_so_a_fraction_of_one_runs_fewer_steps():
     assert (dpsgd_steps(short), dpsgd_steps(full)) == (10, 100)
     assert privacy_report(short)["queries"] == 10
     assert compose(["method=dpsgd", "scale=smoke"]).method.epochs == 0.1
+
+
+@pytest.mark.parametrize("arch", ["datalens_cnn", "small_cnn"])
+def test_dpsgd_per_sample_gradients_are_each_examples_own_gradient(arch):
+    # Models are built channels-last; Opacus's conv grad sampler gives zeros there, so DP-SGD hands it NCHW.
+    import copy
+
+    import torch
+    import torch.nn.functional as F
+    from opacus.validators import ModuleValidator
+
+    from dpsd.models import build_classifier
+
+    torch.manual_seed(0)
+    model = ModuleValidator.fix(build_classifier(arch, 1, 28, 10))
+    x, y = torch.randn(4, 1, 28, 28), torch.randint(0, 10, (4,))
+    wrapped = per_sample_gradients(copy.deepcopy(model), torch.device("cpu"))
+    F.cross_entropy(wrapped(x), y).backward()
+    for i in range(len(x)):
+        alone = copy.deepcopy(model)
+        F.cross_entropy(alone(x[i:i + 1]), y[i:i + 1]).backward()
+        for (name, mine), theirs in zip(alone.named_parameters(), wrapped._module.parameters()):
+            assert mine.grad.abs().max() > 0, name
+            torch.testing.assert_close(theirs.grad_sample[i], mine.grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
 def test_dpsgd_run_spends_exactly_what_opacus_accounts(tmp_path):
