@@ -29,7 +29,7 @@ EXPECTED = {
     ("smoke", "lp1st"): {"epochs": 1},
     ("laptop", "dpsd"): {"iterations": 200, "batch_size": 128},  # DPSD §IV-A T at b = 128
     ("laptop", "dpsd_t"): {"iterations": 200, "batch_size": 128},
-    ("laptop", "dfkd"): {"iterations": 400, "batch_size": 128},
+    ("laptop", "dfkd"): {"iterations": 200, "batch_size": 128},
     ("laptop", "lp1st"): {"epochs": 3},
     ("laptop", "dpsgd"): {"epochs": 2},
     ("laptop", "dgd"): {"iterations": 400, "member_steps": 100, "num_teachers": 10, "synthetic_count": 10000},
