@@ -224,3 +224,14 @@ def test_the_generator_comes_in_channels_last_layout() -> None:
     generator = build_generator(100, 1, 28, 32)
     convs = [m.weight for m in generator.modules() if isinstance(m, nn.Conv2d) and m.in_channels > 1]
     assert convs and all(w.is_contiguous(memory_format=torch.channels_last) for w in convs)
+
+
+def test_xavier_init_gives_a_seed_the_same_weights_in_either_memory_layout() -> None:
+    built = build_classifier("small_cnn", 1, 28, 10)
+    nchw = build_classifier("small_cnn", 1, 28, 10).to(memory_format=torch.contiguous_format)
+    torch.manual_seed(0)
+    xavier_init_(built)
+    torch.manual_seed(0)
+    xavier_init_(nchw)
+    for (name, a), b in zip(built.named_parameters(), nchw.parameters()):
+        assert torch.equal(a, b), name

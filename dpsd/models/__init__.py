@@ -138,7 +138,9 @@ def xavier_init_(module: nn.Module) -> nn.Module:
     """
     for layer in module.modules():
         if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
-            nn.init.xavier_uniform_(layer.weight)
+            # drawn in NCHW order and copied: a seed gives the same weights in either memory layout
+            weight = torch.empty(layer.weight.shape, dtype=layer.weight.dtype, device=layer.weight.device)
+            layer.weight.copy_(nn.init.xavier_uniform_(weight))
             if layer.bias is not None:
                 nn.init.zeros_(layer.bias)
     return module
