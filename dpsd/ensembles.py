@@ -13,19 +13,23 @@ Two backends give the same members (``model.teacher.ensemble.backend``):
   convolutions measured slower than one member after another.
 
 Members are cached one file each under the key the serial path uses, whichever backend trained
-them. A member's record carries no test accuracy: scoring n members on the whole test split would
+them, and trained under a lock on their ensemble, so that runs needing the same members at once (a
+sweep's cells at two ε) train them once. A member's record carries no test accuracy: scoring n members on the whole test split would
 cost more than training them; callers score the members on the images they need.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from filelock import FileLock
 from omegaconf import DictConfig
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
@@ -85,15 +89,44 @@ def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.devic
     ``phase_log`` (a run's :attr:`~dpsd.methods.base.RunContext.phase_log`): a line as members finish."""
     chosen = backend(cfg, device)
     configs = [_member_cfg(cfg, i) for i in range(len(parts))]
+    files = [teacher_cache_dir(cfg) / teacher_key(member_cfg, name).filename for member_cfg, name in zip(configs, names)]
+    members = _cached_members(configs, files, data, device)
+    if any(model is None for model in members):
+        with _ensemble_lock(cfg, files):  # another run training the same members: wait, then load theirs
+            members = _cached_members(configs, files, data, device)
+            _train_missing(cfg, chosen, data, device, parts, names, configs, members, phase_log)
+    return [model.eval() for model in members]
+
+
+def _ensemble_lock(cfg: DictConfig, files: list[Path]) -> FileLock:
+    """An exclusive lock on one ensemble (its members' cache files), held while its missing members
+    train: two trials of a sweep that need the same members (PATE's or DGD's cells at two ε) train
+    them once, the second waiting for the first. ``filelock`` comes with torch (a requirement of it)."""
+    digest = hashlib.sha256("\n".join(sorted(f.name for f in files)).encode()).hexdigest()[:16]
+    folder = Path(cfg.results_dir) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(folder / f"members-{digest}.lock")
+
+
+def _cached_members(configs: list[DictConfig], files: list[Path], data: DataSplits,
+                    device: torch.device) -> list[nn.Module | None]:
+    """Each member read from its cache file, None where it has none."""
     members: list[nn.Module | None] = []
-    for member_cfg, name in zip(configs, names):
-        stored = read_cached(teacher_cache_dir(cfg) / teacher_key(member_cfg, name).filename)
+    for member_cfg, path in zip(configs, files):
+        stored = read_cached(path)
         if stored is not None:
             model = _fresh_member(member_cfg, data)
             model.load_state_dict(stored["state_dict"])
             members.append(model.to(device).eval())
         else:
             members.append(None)
+    return members
+
+
+def _train_missing(cfg: DictConfig, chosen: str, data: DataSplits, device: torch.device, parts: list[list[int]], names: list[str],
+                   configs: list[DictConfig], members: list[nn.Module | None],
+                   phase_log: Callable[[str, int], ProgressLog | None] | None) -> None:
+    """Train (with the ``chosen`` backend) and cache, in place, each member of ``members`` that is None."""
     pending = [i for i, model in enumerate(members) if model is None]
     log = phase_log(f"members ({chosen})", len(pending)) if phase_log is not None and pending else None
     if chosen == "serial":
@@ -111,7 +144,6 @@ def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.devic
             members[i] = model
     for i in pending:
         save_teacher(configs[i], names[i], members[i], test_accuracy=None)
-    return [model.eval() for model in members]
 
 
 def _loader(size: int, batch_size: int, seed: int) -> DataLoader:

@@ -74,3 +74,39 @@ def test_member_votes_print_a_progress_line_as_members_finish():
     assert votes.shape == (4, 7)
     assert [line.split(",")[0] for line in stream.getvalue().splitlines()] == [
         "member votes: step 2/4 (50%)", "member votes: step 4/4 (100%)"]
+
+
+def test_two_runs_needing_the_same_members_at_once_train_them_once(tmp_path, monkeypatch):
+    """The second run waits on the ensemble's lock and loads the members the first one cached."""
+    import threading
+    import time
+
+    import dpsd.ensembles as ensembles
+
+    trained = []
+    real_train = ensembles.train_classifier
+
+    def slow_train(*args, **kwargs):  # both runs look in the cache before either has written to it
+        time.sleep(0.5)
+        trained.append(kwargs["desc"])
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(ensembles, "train_classifier", slow_train)
+    data = load_dataset("digits")
+    parts, _ = disjoint_partition(len(data.train), 2, 0, seed=0)
+    names = ["0/2, test", "1/2, test"]
+    cfg = resolve_paths(compose([f"results_dir={tmp_path}", "model.teacher.recipe.steps=12",
+                                 "model.teacher.recipe.batch_size=32", "model.teacher.ensemble.backend=serial"]))
+    results = [None, None]
+
+    def run(slot):  # two runs: the config composed before (Hydra's compose is not thread-safe)
+        results[slot] = load_or_train_members(cfg, data, CPU, parts, names)
+
+    threads = [threading.Thread(target=run, args=(slot,)) for slot in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(trained) == ["member 0/2, test", "member 1/2, test"]
+    images = data.test.tensors[0][:64]
+    assert torch.equal(member_predictions(results[0], images, CPU), member_predictions(results[1], images, CPU))
