@@ -18,7 +18,7 @@
                                      membership inference against a run's student, generator and
                                      teacher (AUC, TPR at FPR 1% and 0.1%), as JSON
     dpsd sweep <spec> [scale=smoke|laptop|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
-               [--claim-timeout S]
+               [--match REGEX] [--claim-timeout S]
                                      run a sweep spec's cells not yet done (Ray Tune, MLflow)
     dpsd report [--scale smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [--archive CSV] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
@@ -262,6 +262,9 @@ def cmd_sweep(args: list[str]) -> int:
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
     parser.add_argument("--dry-run", action="store_true", help="list the cells to run, stale and done; run nothing")
     parser.add_argument("--rerun-stale", action="store_true", help="also re-run cells recorded by other code versions")
+    parser.add_argument("--match", metavar="REGEX",
+                        help="run only the cells whose label matches (e.g. 'steps_per_iteration=(1|10) '); "
+                             "--dry-run lists the labels")
     _add_trial_resources(parser)
     parser.add_argument("--claim-timeout", type=float, default=CLAIM_TIMEOUT, metavar="SECONDS",
                         help="take over another driver's claim on a cell after this long without its heartbeat "
@@ -270,7 +273,7 @@ def cmd_sweep(args: list[str]) -> int:
     scale, overrides = split_scale(parsed.overrides)
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
                         parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout,
-                        rerun_stale=parsed.rerun_stale)
+                        rerun_stale=parsed.rerun_stale, match=parsed.match)
     print(format_summary(summary, parsed.dry_run))
     return 1 if summary["failed"] else 0
 

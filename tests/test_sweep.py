@@ -176,6 +176,22 @@ def test_a_cell_recorded_by_other_code_is_stale_listed_and_rerun_only_on_request
 # Slow: real sweeps (each starts Ray; on a loaded 2-core machine minutes, not seconds)
 
 
+def test_match_runs_only_the_cells_whose_label_it_matches_and_lists_the_rest_as_left_out(tmp_path):
+    """``dpsd sweep --match``: cells the pattern does not match are left out (listed, not run); a
+    pattern that is no regular expression, or matches no cell, is a one-line error before any compute."""
+    results = tmp_path / "results"
+    path = write_spec(tmp_path, "matched", grid={"privacy.epsilon": [1, 10]})
+    overrides = [f"results_dir={results}"]
+    summary = run_sweep(path, "smoke", overrides, dry_run=True, match=r"epsilon=10 ")
+    assert summary["to_run"] == ["privacy.epsilon=10 seed=0"]
+    assert summary["left_out"] == ["privacy.epsilon=1 seed=0"]
+    assert "left out by --match (not run): 1" in format_summary(summary, dry_run=True)
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        run_sweep(path, "smoke", overrides, dry_run=True, match="epsilon=(1")
+    with pytest.raises(ConfigError, match="matches none of spec matched's 2 cell labels"):
+        run_sweep(path, "smoke", overrides, dry_run=True, match="epsilon=100")
+
+
 def test_a_rerun_with_nothing_new_leaves_mlflow_as_it_was(tmp_path):
     """Data-absent cells are recorded once (with their sweep's parent run); a second run finds them
     recorded and neither adds a run nor reopens the parent (``dpsd reproduce`` run twice)."""

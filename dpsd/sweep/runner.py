@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import time
 import uuid
@@ -303,7 +304,8 @@ class SweepPlan:
 def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = (),
               address: str | None = None, dry_run: bool = False,
               cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
-              claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False) -> dict[str, Any]:
+              claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False,
+              match: str | None = None) -> dict[str, Any]:
     """Run every cell of a spec that has no FINISHED run yet; returns what was done, ran, skipped,
     was stale, had absent data or failed (lists of cell labels, ``failure_reasons`` by label) and
     ``cells`` (label, config_hash, status).
@@ -313,15 +315,18 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
     hours of re-runs; a fix that changes results is re-run on request). ``dry_run`` starts nothing
     and trains nothing: it lists the cells done, stale, failed (their last attempt, retried by the
     next run) and to run (and those whose data cannot be found here). ``claim_timeout``: seconds
-    without a heartbeat after which another driver's claim on a cell is taken over."""
+    without a heartbeat after which another driver's claim on a cell is taken over. ``match`` (a
+    regular expression): only the cells whose label it matches (``re.search``) run; the others that
+    would have run are listed as ``left_out``."""
     return run_sweeps([spec_path], scale, overrides, address, dry_run, cpus_per_trial, gpus_per_trial,
-                      claim_timeout, rerun_stale)[0]
+                      claim_timeout, rerun_stale, match)[0]
 
 
 def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", overrides: Sequence[str] = (),
                address: str | None = None, dry_run: bool = False,
                cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
-               claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False) -> list[dict[str, Any]]:
+               claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False,
+               match: str | None = None) -> list[dict[str, Any]]:
     """:func:`run_sweep` for several specs at once (``dpsd reproduce``): one summary per spec, in order.
 
     Every spec's pending cells run in one Ray session as one Tune experiment, so a spec's last cell
@@ -329,7 +334,8 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     starts Tune (about 16 s a spec measured on 2 cores). A cell that several specs share runs once,
     under the first spec's parent run; the others list it as done."""
     datasets: dict[str, str | None] = {}  # which datasets load here, found once for every spec
-    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale, datasets) for path in spec_paths]
+    pattern = cell_pattern(match)
+    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale, datasets, pattern) for path in spec_paths]
     if dry_run:
         for plan in plans:
             plan.status.update({c.config_hash: "failed" for c, _ in plan.pending if c.label in plan.reasons})
@@ -356,15 +362,29 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     return [_finish(plan, outcomes, owner, driver) for plan in plans]
 
 
+def cell_pattern(match: str | None) -> re.Pattern | None:
+    """``--match``'s regular expression, compiled; a one-line error before any compute if it is not one."""
+    if match is None:
+        return None
+    try:
+        return re.compile(match)
+    except re.error as err:
+        raise ConfigError(f"--match {match!r} is not a regular expression ({err})") from None
+
+
 def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], address: str | None, dry_run: bool,
-          rerun_stale: bool, datasets: dict[str, str | None]) -> SweepPlan:
+          rerun_stale: bool, datasets: dict[str, str | None], pattern: re.Pattern | None = None) -> SweepPlan:
     """Expand a spec, check its cells, ask MLflow which are done, stale or failed before, find absent
-    data (recorded as such unless ``dry_run``): what :func:`run_sweeps` runs."""
+    data (recorded as such unless ``dry_run``), leave out the cells ``pattern`` does not match: what
+    :func:`run_sweeps` runs."""
     from dpsd.tracking import check_tracking
 
     spec = load_spec(spec_path)
     expanded = expand_configs(spec, scale, overrides)
     cells = [cell for cell, _ in expanded]
+    if pattern is not None and not any(pattern.search(c.label) for c in cells):
+        raise ConfigError(f"--match {pattern.pattern!r} matches none of spec {spec.name}'s {len(cells)} cell labels "
+                          f"(e.g. {cells[0].label!r}); dpsd sweep {spec.name} --dry-run lists them")
     configs = [resolve_paths(cfg) for _, cfg in expanded]
     sweep_cfg = configs[0]
     if not sweep_cfg.tracking.enabled:
@@ -381,6 +401,9 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     status = {c.config_hash: cell_state(versions, c.config_hash, current[c.method]) for c in cells}
     if rerun_stale:
         status = {digest: "to_run" if state == "stale" else state for digest, state in status.items()}
+    if pattern is not None:
+        status.update({c.config_hash: "left_out" for c in cells
+                       if status[c.config_hash] == "to_run" and not pattern.search(c.label)})
     reasons = {c.label: failed_before[c.config_hash] for c in cells
                if status[c.config_hash] == "to_run" and c.config_hash in failed_before}
     pending = [(c, cfg) for c, cfg in zip(cells, configs) if status[c.config_hash] == "to_run"]

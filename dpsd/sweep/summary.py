@@ -15,7 +15,7 @@ def summarize(summary: dict[str, Any], cells: list[Cell], status: dict[str, str]
     summary.update(done=labels("done"), skipped=labels("done"), ran=labels("ran"), to_run=labels("to_run"),
                    data_absent=labels("data_absent"), failed=failed,
                    failure_reasons={label: (reasons or {}).get(label, "") for label in failed},
-                   stale=labels("stale"),
+                   stale=labels("stale"), left_out=labels("left_out"),
                    cells=[{"label": c.label, "config_hash": c.config_hash, "status": status[c.config_hash]}
                           for c in cells])
     return summary
@@ -27,11 +27,12 @@ def format_summary(summary: dict[str, Any], dry_run: bool = False) -> str:
     titles = [("done", "done (a FINISHED run exists)"),
               ("stale", "stale (recorded by other code only; not re-run without --rerun-stale)"),
               ("to_run", "to run"), ("ran", "ran"),
-              ("data_absent", "data absent (listed, not run)"), ("failed", failed)]
+              ("data_absent", "data absent (listed, not run)"), ("left_out", "left out by --match (not run)"),
+              ("failed", failed)]
     lines = [f"sweep {summary['spec']} (scale={summary['scale']}){' — dry run' if dry_run else ''}"]
     reasons = summary.get("failure_reasons", {})
     for key, title in titles:
-        if summary[key]:
+        if summary.get(key):
             lines.append(f"{title}: {len(summary[key])}")
             lines += [f"  {label}" + (f": {reasons[label]}" if reasons.get(label) else "") for label in summary[key]]
     lines += [f"error: {e}" for e in summary.get("errors", [])]
