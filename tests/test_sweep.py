@@ -192,6 +192,16 @@ def test_match_runs_only_the_cells_whose_label_it_matches_and_lists_the_rest_as_
         run_sweep(path, "smoke", overrides, dry_run=True, match="epsilon=100")
 
 
+def test_trials_start_one_cell_of_each_method_in_turn():
+    """Cells of one method (which may share ensemble members) do not start side by side."""
+    from dpsd.sweep.runner import interleaved_by_method
+    from dpsd.sweep.spec import Cell
+
+    cells = [Cell("s", f"{method} {i}", (), f"{method}{i}", method=method)
+             for method, n in (("pate", 2), ("dgd", 3), ("dpsd", 1)) for i in range(n)]
+    assert [c.label for c in interleaved_by_method(cells)] == ["pate 0", "dgd 0", "dpsd 0", "pate 1", "dgd 1", "dgd 2"]
+
+
 def test_a_rerun_with_nothing_new_leaves_mlflow_as_it_was(tmp_path):
     """Data-absent cells are recorded once (with their sweep's parent run); a second run finds them
     recorded and neither adds a run nor reopens the parent (``dpsd reproduce`` run twice)."""

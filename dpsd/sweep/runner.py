@@ -8,7 +8,8 @@ experiment, for ``dpsd reproduce``).
    (dataset, architecture, seed, recipe) once, as a Ray task that also finds out whether the
    dataset's files are there (the teachers share the node's CPUs: nothing else runs yet); cells
    whose data is absent get a run tagged ``cell_status=data_absent`` and are listed as such;
-3. runs the remaining cells as trials of one Tune experiment (``tune.with_resources``: a CPU share,
+3. runs the remaining cells, one of each method in turn (:func:`interleaved_by_method`), as trials of
+   one Tune experiment (``tune.with_resources``: a CPU share,
    and a fractional GPU where the cluster has GPUs), each trial one ``run_experiment`` recorded as a
    child of the sweep's parent run. A killed driver's experiment is resumed with ``Tuner.restore``;
    each trial checks MLflow again and claims its cell (:func:`~dpsd.sweep.store.claim_cell`) before
@@ -261,6 +262,20 @@ def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: d
     return {"restored": restored, "errors": errors, "outcomes": outcomes}
 
 
+def interleaved_by_method(cells: list[Cell]) -> list[Cell]:
+    """``cells`` in the order Tune starts them: one cell of each method in turn (each method's cells in
+    spec order), so that trials side by side are seldom of one method. Two cells of one method that
+    need the same ensemble members (PATE's or DGD's at two ε) would otherwise start together, and the
+    second would wait on the members' lock (:mod:`dpsd.ensembles`) with its CPU share idle."""
+    queues: dict[str, list[Cell]] = {}
+    for cell in cells:
+        queues.setdefault(cell.method, []).append(cell)
+    order: list[Cell] = []
+    while any(queues.values()):
+        order += [queue.pop(0) for queue in queues.values() if queue]
+    return order
+
+
 def _teacher_group(cfg: DictConfig) -> str:
     from dpsd.teachers import teacher_key
 
@@ -502,7 +517,7 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, s
                         each.status[cell.config_hash] = "data_absent"
             else:
                 to_run.append((plan, cell, cfg))
-    remaining = [cell for _, cell, _ in to_run]
+    remaining = interleaved_by_method([cell for _, cell, _ in to_run])
     if to_run:
         trials = {cell.config_hash: {"overrides": list(cell.overrides) + _path_overrides(cfg),
                                      "threads": resources.cpus, "parent_run_id": _parent(plan, scale),
