@@ -202,6 +202,21 @@ def test_trials_start_one_cell_of_each_method_in_turn():
     assert [c.label for c in interleaved_by_method(cells)] == ["pate 0", "dgd 0", "dpsd 0", "pate 1", "dgd 1", "dgd 2"]
 
 
+def test_a_second_driver_restores_only_an_experiment_whose_driver_is_gone():
+    """A live driver's Tune experiment (its pointer names a running process here) is not restored by
+    a second driver; a dead driver's, or one on another host, is."""
+    from dpsd.sweep.runner import owned_by_live_driver
+
+    here = socket.gethostname()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert owned_by_live_driver({"driver": f"{here}:{os.getppid()}"})
+    assert not owned_by_live_driver({"driver": f"{here}:{gone.pid}"})
+    assert not owned_by_live_driver({"driver": f"{here}:{os.getpid()}"})  # its own
+    assert not owned_by_live_driver({"driver": f"another-{here}:{os.getppid()}"})
+    assert not owned_by_live_driver({})  # a pointer written before drivers were named
+
+
 def test_a_rerun_with_nothing_new_leaves_mlflow_as_it_was(tmp_path):
     """Data-absent cells are recorded once (with their sweep's parent run); a second run finds them
     recorded and neither adds a run nor reopens the parent (``dpsd reproduce`` run twice)."""

@@ -230,10 +230,12 @@ def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: d
     pointer = storage / f"{name}-{scale}.current"
     restored = False
     tuner = None
+    live = False  # the pointer names a driver still running here: its experiment is not ours to restore
     if pointer.exists():
         previous = json.loads(pointer.read_text())
         path = storage / previous["name"]
-        if ({c.config_hash for c in to_run} <= set(previous["cells"]) and previous.get("resources") == resources.__dict__
+        live = owned_by_live_driver(previous)
+        if (not live and {c.config_hash for c in to_run} <= set(previous["cells"]) and previous.get("resources") == resources.__dict__
                 and tune.Tuner.can_restore(str(path))):
             try:
                 tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
@@ -243,8 +245,10 @@ def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: d
                 print(f"dpsd sweep: could not restore {path} ({err}); starting a new experiment")
     if tuner is None:
         experiment = f"{_experiment_name(name, scale, to_run)}-{time.strftime('%Y%m%d-%H%M%S')}"
-        pointer.write_text(json.dumps({"name": experiment, "cells": [c.config_hash for c in to_run],
-                                       "resources": resources.__dict__}))
+        if not live:
+            pointer.write_text(json.dumps({"name": experiment, "cells": [c.config_hash for c in to_run],
+                                           "resources": resources.__dict__,
+                                           "driver": f"{socket.gethostname()}:{os.getpid()}"}))
         tuner = tune.Tuner(
             trainable,
             param_space={"config_hash": tune.grid_search([c.config_hash for c in to_run])},
@@ -256,7 +260,8 @@ def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: d
                                       failure_config=tune.FailureConfig(max_failures=0)),
         )
     grid = tuner.fit()
-    pointer.unlink(missing_ok=True)
+    if not live:
+        pointer.unlink(missing_ok=True)
     errors = [str(r.error).strip().splitlines()[-1] for r in grid if r.error is not None]
     outcomes = {r.config["config_hash"]: (r.metrics or {}) for r in grid if r.config}
     return {"restored": restored, "errors": errors, "outcomes": outcomes}
@@ -274,6 +279,23 @@ def interleaved_by_method(cells: list[Cell]) -> list[Cell]:
     while any(queues.values()):
         order += [queue.pop(0) for queue in queues.values() if queue]
     return order
+
+
+def owned_by_live_driver(pointer: dict) -> bool:
+    """Whether the Tune experiment a pointer file names belongs to another driver still running on
+    this host (its ``host:pid``): a second ``dpsd sweep`` on the spec must start its own experiment
+    (its trials then claim cells as usual) instead of restoring, and writing into, the live one's.
+    A driver on another host, or one whose process is gone, has left its experiment to be restored."""
+    host, _, pid = str(pointer.get("driver", "")).partition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, under another user
+        return True
+    return True
 
 
 def _teacher_group(cfg: DictConfig) -> str:
