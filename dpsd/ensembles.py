@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from dpsd.data import DataSplits
 from dpsd.errors import ConfigError
-from dpsd.models import build_classifier
+from dpsd.models import build_classifier, channels_last
 from dpsd.progress import ProgressLog
 from dpsd.teachers import read_cached, save_teacher, teacher_cache_dir, teacher_key, train_classifier
 
@@ -191,7 +191,10 @@ def _train_vmap(cfg: DictConfig, data: DataSplits, device: torch.device, configs
 
 def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, configs: list[DictConfig],
                  parts: list[list[int]]) -> list[nn.Module]:
-    models = [_fresh_member(member_cfg, data).to(device).train() for member_cfg in configs]
+    # stacked in the default (NCHW) layout: inside vmap, cuDNN's convolutions ask a channels-last weight
+    # is_contiguous(memory_format=channels_last), which vmap does not implement ("NYI") on a GPU
+    models = [_fresh_member(member_cfg, data).to(device, memory_format=torch.contiguous_format).train()
+              for member_cfg in configs]
     params, buffers = stack_module_state(models)
     skeleton = copy.deepcopy(models[0]).to("meta")
 
@@ -217,7 +220,7 @@ def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, con
         schedule.step()
     for i, model in enumerate(models):
         model.load_state_dict({name: value[i].detach() for name, value in {**params, **buffers}.items()})
-    return models
+    return [channels_last(model) for model in models]
 
 
 def member_predictions(members: list[nn.Module], images: Tensor, device: torch.device,
