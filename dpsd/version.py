@@ -69,11 +69,26 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+def canonical_dump(node: object) -> str:
+    """``ast.dump`` without the fields a node leaves empty (None or ``[]``), as Python 3.13's
+    ``ast.dump(show_empty=False)``: one text for the same code on every Python version. The plain dump
+    names every field, and versions add fields (3.12's ``type_params=[]`` on each function and class), so
+    the same code hashed differently on a GPU machine's Python 3.12 than on a 3.11 laptop; ``ast.unparse``
+    is no cure either (3.12 writes f-strings with other quotes)."""
+    if isinstance(node, ast.AST):
+        fields = ((name, getattr(node, name, None)) for name in node._fields)
+        shown = ", ".join(f"{name}={canonical_dump(value)}" for name, value in fields if value not in (None, []))
+        return f"{type(node).__name__}({shown})"
+    if isinstance(node, list):
+        return "[" + ", ".join(canonical_dump(item) for item in node) + "]"
+    return repr(node)
+
+
 def meaning_of(text: str, name: str) -> bytes:
     """What the source file ``name`` holding ``text`` computes, without its comments and docstrings:
-    the bytes hashed for it."""
+    the bytes hashed for it (a module's syntax tree in :func:`canonical_dump`)."""
     if name.endswith(".py"):
-        return ast.dump(_without_docstrings(ast.parse(text, filename=name))).encode()
+        return canonical_dump(_without_docstrings(ast.parse(text, filename=name))).encode()
     if name.endswith(".toml"):
         return json.dumps(tomllib.loads(text), sort_keys=True).encode()
     return text.encode()
