@@ -24,21 +24,20 @@ def _members(tmp_path, backend, parts, names, device=CPU):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_vmap_and_serial_backends_give_the_same_members_under_the_same_cache_keys(tmp_path, device, monkeypatch):
-    # float32 arithmetic on a GPU too: cuDNN's default TF32 convolutions round to 10 mantissa bits, which
-    # Adam's sign-like first steps amplify into flipped near-tie argmaxes (95% agreement seen on an H100)
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+def test_vmap_and_serial_backends_give_the_same_members_under_the_same_cache_keys(tmp_path, device):
     data = load_dataset("digits")
     parts, _ = disjoint_partition(len(data.train), 4, 0, seed=0)
     parts[3] = parts[3][:20]  # a part smaller than a batch: its own group, one whole batch per step
     names = [f"{i}/4, test" for i in range(4)]
     images = data.test.tensors[0]
     logits = {}
-    for backend in ("serial", "vmap"):
-        cfg, _, members = _members(tmp_path / backend, backend, parts, names, device)
-        with torch.no_grad():
-            logits[backend] = torch.stack([member(images.to(device)) for member in members]).cpu()
+    # float32 convolutions on a GPU too: cuDNN's default TF32 rounds to 10 mantissa bits, which Adam's
+    # sign-like first steps amplify into flipped near-tie argmaxes (95% agreement seen on an H100)
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        for backend in ("serial", "vmap"):
+            cfg, _, members = _members(tmp_path / backend, backend, parts, names, device)
+            with torch.no_grad():
+                logits[backend] = torch.stack([member(images.to(device)) for member in members]).cpu()
     files = {backend: sorted(p.name for p in teacher_cache_dir(cfg).parent.parent.joinpath(backend, "teachers").iterdir())
              for backend in ("serial", "vmap")}
     assert files["serial"] == files["vmap"] and len(files["serial"]) == 4
