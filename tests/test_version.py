@@ -39,8 +39,8 @@ def test_code_version_ignores_comments_and_docstrings_but_not_code(tmp_path):
 
 
 def test_a_module_s_meaning_names_only_the_fields_its_code_fills(tmp_path):
-    """The hashed bytes are the syntax tree without empty fields, what Python 3.10 to 3.13 all give for the
-    same code: the plain ``ast.dump`` gave each version its own bytes (3.12 adds ``type_params=[]`` to every
+    """The hashed bytes are the syntax tree without empty fields, what Python 3.11, 3.12 and 3.13 all give for
+    the same code: the plain ``ast.dump`` gave each version its own bytes (3.12 adds ``type_params=[]`` to every
     function), so the runs a GPU machine's Python 3.12 recorded were stale on a 3.11 laptop."""
     path = tmp_path / "m.py"
     path.write_text(MODULE)

@@ -294,7 +294,7 @@ def owned_by_live_driver(pointer: dict) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, under another user
-        return True
+        pass
     return True
 
 
