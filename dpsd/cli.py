@@ -40,6 +40,7 @@ import argparse
 import itertools
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,9 @@ def print_summary(summary: dict[str, Any]) -> None:
     lines += [f"{key:<24}{fmt_eps(value, 'inf')}  (the protected releases only; not what an attacker faces)"
               for key, value in privacy.items() if key not in ("eps_claimed",) and key.startswith("eps_")
               and not key.startswith("eps_rigorous")]
-    lines += [f"uncovered: {what}" for what in privacy["uncovered"]]
+    # one line per kind of unprotected release, with its count (DP-DFD records one per stage)
+    lines += [f"uncovered: {what}" + (f" (x{times})" if times > 1 else "")
+              for what, times in Counter(privacy["uncovered"]).items()]
     lines += [f"note: {note}" for note in privacy["notes"]]
     if summary.get("run_id"):
         lines += [

@@ -150,3 +150,14 @@ def test_the_summary_says_when_no_privacy_is_claimed(capsys):
     out = capsys.readouterr().out
     assert "eps_claimed             inf  (no privacy claimed)" in out and "None" not in out
     assert "neighbouring = replace_record" in out and "uncovered: the teacher's weights" in out
+
+
+def test_the_summary_prints_each_kind_of_unprotected_release_once_with_its_count(capsys):
+    from dpsd.cli import print_summary
+
+    privacy = {"eps_claimed": 10.0, "claimed_notion": "eps-label-DP", "claimed_source": "DP-DFD", "eps_rigorous": math.inf,
+               "accountant": "pld", "delta": 1e-5, "queries": 400, "notes": [], "neighbouring": "replace_record",
+               "uncovered": ["pre-training on the teacher"] + ["fine-tuning step on the teacher"] * 40}
+    print_summary({"metrics": {"teacher_test_accuracy": 0.99, "student_test_accuracy": 0.8}, "privacy": privacy})
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("uncovered:")]
+    assert lines == ["uncovered: pre-training on the teacher", "uncovered: fine-tuning step on the teacher (x40)"]
