@@ -32,8 +32,8 @@ EXPECTED = {
     ("laptop", "dfkd"): {"iterations": 200, "batch_size": 128},
     ("laptop", "lp1st"): {"epochs": 3},
     ("laptop", "dpsgd"): {"epochs": 2},
-    ("laptop", "dgd"): {"iterations": 400, "member_steps": 100, "num_teachers": 10, "synthetic_count": 10000},
-    ("laptop", "pate"): {"member_steps": 100, "num_teachers": 10, "batch_size": 64},
+    ("laptop", "dgd"): {"iterations": 400, "member_steps": 15, "num_teachers": 250, "synthetic_count": 10000},  # the papers' 250 members
+    ("laptop", "pate"): {"member_steps": 15, "num_teachers": 250, "batch_size": 64},
     ("laptop", "dp_dfd"): {"stages": 40, "samples_per_stage": 1280, "student_epochs": 1},  # the paper's ~50,000 labels (Fig. 2)
     ("laptop", "template"): {"batch_size": 64},
 }
