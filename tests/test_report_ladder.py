@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from dpsd.cli import main
+from dpsd.config import compose
 from dpsd.experiment import run_experiment
 from dpsd.report import ladder as ladder_report
 from dpsd.report import render_report, tables
@@ -136,6 +137,34 @@ def test_the_sentence_gives_the_noise_cost_at_each_epsilon():
     without_r4 = rows[rows["rung"] != "R4"]
     assert "against R3 (93.40%): 66.60 points lost at ε = 1" in ladder_report.diagnosis("dp_dfd (label)", without_r4)
     assert "The noise" not in ladder_report.diagnosis("dp_dfd (label)", rows[rows["rung"] != "R5"])
+
+
+def test_an_ablation_run_stands_beside_r3_named_by_its_switches_and_splits_the_drop_it_explains():
+    """DGD's R1 -> R3 drop taken apart: runs with the paper's ablation switches (held-out private images in
+    place of the generator's; no VAE regulariser) are named by what they change, are not R3's run (R3 stays
+    the method's loop, whatever they score), their Drop is against R3, and the sentence splits R1 -> R3."""
+    swapped = compose(["method=dgd", "privacy=none", "method.vae_data=private"])
+    both = compose(["method=dgd", "privacy=none", "method.vae_data=private", "method.vae_regulariser=false"])
+    assert (ladder_report.rung(swapped), ladder_report.ablation(swapped)) == ("R3", "vae_data=private")
+    assert ladder_report.ablation(both) == "vae_data=private vae_regulariser=false"
+    assert ladder_report.ablation(compose(["method=dgd", "privacy=none"])) == ""
+    assert ladder_report.ablation(compose(["method=dpsd", "privacy=none"])) == ""  # a method without the switches
+    rows = _rows({"R0": 99.2, "R1": 97.9, "R2": 9.7, "R3": 60.5, "R4": 37.5}).assign(ablation="", setting="")
+    rows["what"] = rows["rung"].map(ladder_report.RUNGS)
+    for accuracy, cfg in ((90.0, swapped), (70.0, both)):
+        rows.loc[len(rows)] = {"rung": "R3", "status": ladder_report.RUN, "accuracy": accuracy,
+                               "ablation": ladder_report.ablation(cfg), "setting": ladder_report.setting(cfg),
+                               "what": f"{ladder_report.RUNGS['R3']}, with {ladder_report.ablation_what(cfg)}"}
+    sentence = ladder_report.diagnosis("dgd (label)", rows)
+    assert "between R1 and R3 (97.90% → 60.50%, 37.40 points)" in sentence  # the ablations are not R3's run
+    assert "held-out private images in place of the generator's 90.00%" in sentence
+    assert "7.90 points remain with private images" in sentence and "29.50 are the generator's" in sentence
+    table = ladder_report.ladder_table("dgd (label)", rows.assign(eps_claimed=float("inf"), eps_rigorous=float("inf"),
+                                                                  seeds=1, planned_seeds=1))
+    assert list(table["Drop (points)"].iloc[-2:]) == ["-29.50", "-9.50"]  # against R3
+    assert table.iloc[4]["Drop (points)"] == "+23.00"  # R4 still against the method's R3
+    assert list(table["Setting"].iloc[-2:]) == ["vae_data=private", "vae_data=private vae_regulariser=false"]
+    assert "R3 taken apart" not in ladder_report.diagnosis("dgd (label)", rows.iloc[:5])
 
 
 def test_a_drop_over_rungs_not_run_is_named_between_the_finished_ones_and_not_attributed():

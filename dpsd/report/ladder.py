@@ -41,6 +41,14 @@ LOSS = {
 COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Drop (points)", "ε claimed", "ε rigorous",
            "Queries", "Seeds")
 VARIANTS = (("privacy.rr_prior", "topk"), ("method.output_step_scale", "paper"), ("method.warm_start_steps", 0))  # switches whose non-default value is a labelled variant
+# Switches that swap or take out one part of a method's loop (the paper's own ablations, e.g. DGD's Fig. 7): a run
+# with a non-default value stands beside its rung, named by what it changes, and is not that rung's run. The
+# first swaps the generator's images for held-out private ones, so it measures what the generator costs.
+ABLATIONS = (
+    ("method.vae_data", "synthetic", "held-out private images in place of the generator's"),
+    ("method.vae_regulariser", True, "no VAE regulariser (cross-entropy on the labelled queries only)"),
+)
+GENERATOR_SWAP = ABLATIONS[0][0]
 
 
 def rung(cfg: DictConfig) -> str:
@@ -57,24 +65,44 @@ def rung(cfg: DictConfig) -> str:
 
 def variant(cfg: DictConfig) -> str:
     """The labelled variant a run uses ("" for the paper's method): e.g. ``rr_prior=rr_with_prior``."""
+    return " ".join(f"{leaf}={value}" for leaf, value, _ in _switched(cfg, VARIANTS))
+
+
+def _switched(cfg: DictConfig, switches: tuple) -> list[tuple[str, object, tuple]]:
+    """``(leaf, value, entry)`` for each switch of ``switches`` that ``cfg`` sets away from its default."""
     found = []
-    for key, default in VARIANTS:
+    for entry in switches:
+        key, default = entry[0], entry[1]
         section, _, leaf = key.partition(".")
         value = cfg[section].get(leaf)
         if value is not None and value != default:
-            found.append(f"{leaf}={value}")
-    return " ".join(found)
+            found.append((leaf, value, entry))
+    return found
+
+
+def ablation(cfg: DictConfig) -> str:
+    """The ablation switches a run sets, as overrides (``vae_data=private vae_regulariser=false``; "" for none)."""
+    return " ".join(f"{leaf}={str(value).lower() if isinstance(value, bool) else value}"
+                    for leaf, value, _ in _switched(cfg, ABLATIONS))
+
+
+def ablation_what(cfg: DictConfig) -> str:
+    """What an ablation run changes in words ("" for none)."""
+    return "; ".join(entry[2] for _, _, entry in _switched(cfg, ABLATIONS))
 
 
 def ladder_name(cfg: DictConfig) -> str:
-    """The ladder a private rung (R4, R5) belongs to: method, mode and variant."""
-    label = f"{cfg.method.name} ({cfg.privacy.mode}"
+    """The ladder a private rung (R4, R5) belongs to: method, mode, ablation and variant."""
+    label = f"{cfg.method.name} ({cfg.privacy.mode}" + (f", {ablation(cfg)}" if ablation(cfg) else "")
     extra = variant(cfg)
     return label + (f", {extra}: not the paper's method)" if extra else ")")
 
 
 def setting(cfg: DictConfig) -> str:
-    """What distinguishes runs on the same rung: the target ε (R5) or the bound β (R4, data mode)."""
+    """What distinguishes runs on the same rung: the ablation switches, the target ε (R5) or the bound β (R4,
+    data mode)."""
+    if ablation(cfg):
+        return ablation(cfg)
     if rung(cfg) == "R5":
         eps = cfg.privacy.get("epsilon")
         return f"ε = {eps:g}" if eps is not None else DASH
@@ -84,12 +112,15 @@ def setting(cfg: DictConfig) -> str:
 
 
 def annotate(groups: pd.DataFrame) -> pd.DataFrame:
-    """The groups with ``rung``, ``what``, ``setting`` and ``ladder`` columns (rungs R0-R3: ``ladder`` missing, NaN)."""
+    """The groups with ``rung``, ``what``, ``setting``, ``ablation`` and ``ladder`` columns (rungs R0-R3:
+    ``ladder`` missing, NaN)."""
     if groups.empty:
-        return groups.assign(rung=[], what=[], setting=[], ladder=[], base_method=[])
+        return groups.assign(rung=[], what=[], setting=[], ablation=[], ladder=[], base_method=[])
     frame = groups.copy()
     frame["rung"] = [rung(cfg) for cfg in frame["config"]]
-    frame["what"] = frame["rung"].map(RUNGS)
+    frame["ablation"] = [ablation(cfg) for cfg in frame["config"]]
+    frame["what"] = [f"{RUNGS[r]}, with {ablation_what(cfg)}" if ablation(cfg) else RUNGS[r]
+                     for r, cfg in zip(frame["rung"], frame["config"])]
     frame["setting"] = [setting(cfg) for cfg in frame["config"]]
     frame["base_method"] = [str(cfg.method.name) for cfg in frame["config"]]
     frame["ladder"] = [ladder_name(cfg) if r in ("R4", "R5") else None for cfg, r in zip(frame["config"], frame["rung"])]
@@ -109,8 +140,16 @@ def ladders(groups: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return out
 
 
+def _ablations(rows: pd.DataFrame) -> pd.Series:
+    """Which rows are ablation runs (rows built without an ``ablation`` column have none)."""
+    if "ablation" not in rows:
+        return pd.Series(False, index=rows.index)
+    return rows["ablation"].fillna("").astype(str) != ""
+
+
 def _best(rows: pd.DataFrame, name: str) -> float:
-    done = rows[(rows["rung"] == name) & (rows["status"] == RUN)]["accuracy"].dropna()
+    """The best finished run on rung ``name``; ablation runs stand beside the rung, not on it."""
+    done = rows[(rows["rung"] == name) & (rows["status"] == RUN) & ~_ablations(rows)]["accuracy"].dropna()
     return float(done.max()) if len(done) else math.nan
 
 
@@ -120,10 +159,11 @@ def _queries(row: pd.Series) -> str:
 
 
 def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of the ladder; ``Drop`` is the best run of the rung above minus this run."""
+    """One row per run of the ladder; ``Drop`` is the best run of the rung above minus this run (for an
+    ablation run: the best run of its own rung minus it, what the ablation changes)."""
     body = []
-    for _, row in rows.iterrows():
-        above = f"R{int(row['rung'][1]) - 1}" if row["rung"] != "R0" else None
+    for (_, row), swapped in zip(rows.iterrows(), _ablations(rows)):
+        above = row["rung"] if swapped else f"R{int(row['rung'][1]) - 1}" if row["rung"] != "R0" else None
         reference = _best(rows, above) if above else math.nan
         run = row["status"] == RUN
         drop = reference - row["accuracy"] if run and not math.isnan(reference) else math.nan
@@ -168,7 +208,27 @@ def diagnosis(name: str, rows: pd.DataFrame) -> str:
     else:
         what = LOSS[lower]
     return (f"{name}: accuracy is lost mostly between {upper} and {lower} ({best[upper]:.2f}% → {best[lower]:.2f}%, "
-            f"{drop:.2f} points), i.e. to {what}{tail}.{noise_cost(rows)}")
+            f"{drop:.2f} points), i.e. to {what}{tail}.{ablation_clause(rows)}{noise_cost(rows)}")
+
+
+def ablation_clause(rows: pd.DataFrame) -> str:
+    """The ablation runs beside R3, a clause after :func:`diagnosis`'s sentence: each one's accuracy, and where
+    one swaps only the generator's images for private ones (its accuracy P), the R1 -> R3 drop split into
+    R1 - P (what remains with private images: the labelled-query budget and the student) and P - R3 (the
+    generator's images). ``""`` without a finished ablation run beside R3."""
+    swapped = rows[_ablations(rows) & (rows["rung"] == "R3") & (rows["status"] == RUN)].dropna(subset=["accuracy"])
+    if swapped.empty:
+        return ""
+    parts = [f"{row['what'].partition(', with ')[2]} {row['accuracy']:.2f}%" for _, row in swapped.iterrows()]
+    clause = f" R3 taken apart: {'; '.join(parts)}."
+    leaf = GENERATOR_SWAP.partition(".")[2]
+    generator_only = swapped[swapped["ablation"].str.startswith(f"{leaf}=") & ~swapped["ablation"].str.contains(" ")]
+    r1, r3 = _best(rows, "R1"), _best(rows, "R3")
+    if len(generator_only) and not (math.isnan(r1) or math.isnan(r3)):
+        private = float(generator_only["accuracy"].max())
+        clause += (f" Of the R1 → R3 drop, {r1 - private:.2f} points remain with private images in place of the "
+                   f"generator's (the labelled-query budget and the student) and {private - r3:.2f} are the generator's.")
+    return clause
 
 
 def noise_cost(rows: pd.DataFrame) -> str:
@@ -196,7 +256,7 @@ def ladder_figure(name: str, rows: pd.DataFrame, caption: str, path: Path) -> Pa
                if row["rung"] in ("R4", "R5") and row["status"] == RUN else "")
         labels.append(f"{row['rung']}{(' ' + row['setting']) if row['setting'] else ''}{eps}")
         values.append(row["accuracy"] if row["status"] == RUN else 0.0)
-        colors.append(palette[row["rung"]] if row["status"] == RUN else "#ddd")
+        colors.append(("#c5b0d5" if row.get("ablation") else palette[row["rung"]]) if row["status"] == RUN else "#ddd")
     positions = range(len(values))
     axes.bar(positions, values, color=colors)
     for x, (value, (_, row)) in enumerate(zip(values, rows.iterrows())):
