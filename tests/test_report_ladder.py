@@ -157,7 +157,8 @@ def test_an_ablation_run_stands_beside_r3_named_by_its_switches_and_splits_the_d
                                "what": f"{ladder_report.RUNGS['R3']}, with {ladder_report.ablation_what(cfg)}"}
     sentence = ladder_report.diagnosis("dgd (label)", rows)
     assert "between R1 and R3 (97.90% → 60.50%, 37.40 points)" in sentence  # the ablations are not R3's run
-    assert "held-out private images in place of the generator's 90.00%" in sentence
+    assert "R3 taken apart: held-out private images in place of the generator's: 90.00%; held-out private images in " \
+           "place of the generator's + no VAE regulariser" in sentence
     assert "7.90 points remain with private images" in sentence and "29.50 are the generator's" in sentence
     table = ladder_report.ladder_table("dgd (label)", rows.assign(eps_claimed=float("inf"), eps_rigorous=float("inf"),
                                                                   seeds=1, planned_seeds=1))

@@ -12,6 +12,7 @@ drop is, from the numbers. Everything here formats run figures; no number is typ
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -88,7 +89,7 @@ def ablation(cfg: DictConfig) -> str:
 
 def ablation_what(cfg: DictConfig) -> str:
     """What an ablation run changes in words ("" for none)."""
-    return "; ".join(entry[2] for _, _, entry in _switched(cfg, ABLATIONS))
+    return " + ".join(entry[2] for _, _, entry in _switched(cfg, ABLATIONS))
 
 
 def ladder_name(cfg: DictConfig) -> str:
@@ -219,7 +220,7 @@ def ablation_clause(rows: pd.DataFrame) -> str:
     swapped = rows[_ablations(rows) & (rows["rung"] == "R3") & (rows["status"] == RUN)].dropna(subset=["accuracy"])
     if swapped.empty:
         return ""
-    parts = [f"{row['what'].partition(', with ')[2]} {row['accuracy']:.2f}%" for _, row in swapped.iterrows()]
+    parts = [f"{row['what'].partition(', with ')[2]}: {row['accuracy']:.2f}%" for _, row in swapped.iterrows()]
     clause = f" R3 taken apart: {'; '.join(parts)}."
     leaf = GENERATOR_SWAP.partition(".")[2]
     generator_only = swapped[swapped["ablation"].str.startswith(f"{leaf}=") & ~swapped["ablation"].str.contains(" ")]
@@ -246,15 +247,20 @@ def noise_cost(rows: pd.DataFrame) -> str:
 
 
 def ladder_figure(name: str, rows: pd.DataFrame, caption: str, path: Path) -> Path:
-    """Bars: each run of the ladder at its rung (several per rung: ε or β), both ledgers in the labels."""
-    figure = Figure(figsize=(7.5, 4.2), dpi=100)
+    """Bars: each run of the ladder at its rung (several per rung: ε, β or an ablation, in a lighter colour), both
+    ledgers in the labels; the figure widens with its bars and heightens with its caption."""
+    width = max(7.5, 0.9 * len(rows))
+    lines = textwrap.wrap(caption, width=int(width * 24))  # about 24 characters an inch at 6 points
+    height = 3.6 + 0.1 * len(lines)
+    figure = Figure(figsize=(width, height), dpi=100)
     axes = figure.add_subplot(1, 1, 1)
     labels, values, colors = [], [], []
     palette = {"R0": "#555", "R1": "#1f77b4", "R2": "#2ca02c", "R3": "#9467bd", "R4": "#ff7f0e", "R5": "#d62728"}
     for _, row in rows.iterrows():
         eps = (f"\nε {fmt_eps(row['eps_claimed'])} / {fmt_eps(row['eps_rigorous'])}"
                if row["rung"] in ("R4", "R5") and row["status"] == RUN else "")
-        labels.append(f"{row['rung']}{(' ' + row['setting']) if row['setting'] else ''}{eps}")
+        setting = str(row["setting"]).replace(" ", "\n").replace("=", "=\n") if row.get("ablation") else row["setting"]
+        labels.append(f"{row['rung']}{(chr(10) + setting) if setting else ''}{eps}")
         values.append(row["accuracy"] if row["status"] == RUN else 0.0)
         colors.append(("#c5b0d5" if row.get("ablation") else palette[row["rung"]]) if row["status"] == RUN else "#ddd")
     positions = range(len(values))
@@ -266,8 +272,8 @@ def ladder_figure(name: str, rows: pd.DataFrame, caption: str, path: Path) -> Pa
     axes.set_ylim(0, 105)
     axes.set_ylabel("student test accuracy (%)")
     figure.suptitle(f"Ladder: {name}", fontsize=10)
-    figure.text(0.01, 0.01, caption, fontsize=6, ha="left", va="bottom", wrap=True)
-    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    figure.text(0.01, 0.01, "\n".join(lines), fontsize=6, ha="left", va="bottom")
+    figure.tight_layout(rect=(0, (0.15 + 0.1 * len(lines)) / height, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", metadata=PNG_METADATA)
     return path
