@@ -6,7 +6,9 @@ R1 ``method=kd_data``, R2 ``model/generator=gaussian_noise`` (no mechanism), R3 
 mode (RRWithPrior is a ladder of its own); the shared rungs join every ladder: R0 and R1 (the same
 teacher, student and budget) and the method's own R2 and R3 (which have no mode). The drop between two
 consecutive rungs names the component that loses the accuracy; :func:`diagnosis` says where the largest
-drop is, from the numbers. Everything here formats run figures; no number is typed.
+drop is, from the numbers. A run with an :data:`ABLATIONS` switch (DGD's private images in place of the
+generator's, or no VAE) stands beside its rung without being its run, and :func:`ablation_clause` splits the
+R1 -> R3 drop with it. Everything here formats run figures; no number is typed.
 """
 
 from __future__ import annotations
