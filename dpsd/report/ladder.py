@@ -45,13 +45,14 @@ COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Drop (points)",
            "Queries", "Seeds")
 VARIANTS = (("privacy.rr_prior", "topk"), ("method.output_step_scale", "paper"), ("method.warm_start_steps", 0))  # switches whose non-default value is a labelled variant
 # Switches that swap or take out one part of a method's loop (the paper's own ablations, e.g. DGD's Fig. 7): a run
-# with a non-default value stands beside its rung, named by what it changes, and is not that rung's run. The
-# first swaps the generator's images for held-out private ones, so it measures what the generator costs.
+# with a non-default value stands beside its rung, named by what it changes, and is not that rung's run. Each
+# entry: the switch, its default, what it changes in words, and whether it puts held-out private images in place
+# of the generator's (alone, such a run measures what the generator costs).
 ABLATIONS = (
-    ("method.vae_data", "synthetic", "held-out private images in place of the generator's"),
-    ("method.vae_regulariser", True, "no VAE regulariser (cross-entropy on the labelled queries only)"),
+    ("method.vae_data", "synthetic", "held-out private images in place of the generator's", True),
+    ("method.vae_regulariser", True, "no VAE regulariser (cross-entropy on the labelled queries only)", False),
 )
-GENERATOR_SWAP = ABLATIONS[0][0]
+GENERATOR_SWAPS = tuple(key.partition(".")[2] for key, _, _, swaps_generator in ABLATIONS if swaps_generator)
 
 
 def rung(cfg: DictConfig) -> str:
@@ -224,8 +225,7 @@ def ablation_clause(rows: pd.DataFrame) -> str:
         return ""
     parts = [f"{row['what'].partition(', with ')[2]}: {row['accuracy']:.2f}%" for _, row in swapped.iterrows()]
     clause = f" R3 taken apart: {'; '.join(parts)}."
-    leaf = GENERATOR_SWAP.partition(".")[2]
-    generator_only = swapped[swapped["ablation"].str.startswith(f"{leaf}=") & ~swapped["ablation"].str.contains(" ")]
+    generator_only = swapped[[len(a.split()) == 1 and a.partition("=")[0] in GENERATOR_SWAPS for a in swapped["ablation"]]]
     r1, r3 = _best(rows, "R1"), _best(rows, "R3")
     if len(generator_only) and not (math.isnan(r1) or math.isnan(r3)):
         private = float(generator_only["accuracy"].max())
