@@ -149,12 +149,13 @@ def test_an_ablation_run_stands_beside_r3_named_by_its_switches_and_splits_the_d
     assert ladder_report.ablation(both) == "vae_data=private vae_regulariser=false"
     assert ladder_report.ablation(compose(["method=dgd", "privacy=none"])) == ""
     assert ladder_report.ablation(compose(["method=dpsd", "privacy=none"])) == ""  # a method without the switches
-    rows = _rows({"R0": 99.2, "R1": 97.9, "R2": 9.7, "R3": 60.5, "R4": 37.5}).assign(ablation="", setting="")
+    rows = _rows({"R0": 99.2, "R1": 97.9, "R2": 9.7, "R3": 60.5, "R4": 37.5}).assign(ablation="", ablation_what="",
+                                                                                  setting="")
     rows["what"] = rows["rung"].map(ladder_report.RUNGS)
     for accuracy, cfg in ((90.0, swapped), (70.0, both)):
         rows.loc[len(rows)] = {"rung": "R3", "status": ladder_report.RUN, "accuracy": accuracy,
-                               "ablation": ladder_report.ablation(cfg), "setting": ladder_report.setting(cfg),
-                               "what": f"{ladder_report.RUNGS['R3']}, with {ladder_report.ablation_what(cfg)}"}
+                               "ablation": ladder_report.ablation(cfg), "ablation_what": ladder_report.ablation_what(cfg),
+                               "setting": ladder_report.setting(cfg), "what": ""}
     sentence = ladder_report.diagnosis("dgd (label)", rows)
     assert "between R1 and R3 (97.90% → 60.50%, 37.40 points)" in sentence  # the ablations are not R3's run
     assert "R3 taken apart: held-out private images in place of the generator's: 90.00%; held-out private images in " \

@@ -15,17 +15,14 @@ method that trains its latents (DPSD's ``method.latents=trainable``) showed its 
 from __future__ import annotations
 
 import argparse
-import tempfile
-from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from dpsd.config import compose, resolve_device
+from dpsd.config import resolve_device
 from dpsd.data import load_data
 from dpsd.errors import ConfigError
-from dpsd.privacy_ops.model_audit import load_released, run_artifacts
+from dpsd.privacy_ops.model_audit import generated_images, released_run
 from dpsd.teachers import load_or_train_teacher
 
 
@@ -48,21 +45,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.images < 1:
         parser.error(f"--images must be >= 1, got {args.images}")
-    with tempfile.TemporaryDirectory() as tmp:
-        folder, _ = run_artifacts(args.run, compose(args.overrides), Path(tmp))
-        if not (folder / "generator.pt").exists():
-            raise ConfigError(f"generator_labels: {folder} has no generator.pt (the run released no generator)")
-        cfg = OmegaConf.merge(OmegaConf.load(folder / "config.yaml"), OmegaConf.from_dotlist(args.overrides))
-        device = resolve_device(cfg.device)
-        released = load_released(folder, cfg, device)
+    cfg, released, _ = released_run(args.run, args.overrides)
+    if "generator" not in released:
+        raise ConfigError(f"generator_labels: run {args.run} has no generator.pt (it released no generator)")
+    device = resolve_device(cfg.device)
     data = load_data(cfg)
     teacher, _ = load_or_train_teacher(cfg, data, device)
     teacher.eval()
-    generator, student = released["generator"], released["student"]
-    rng = torch.Generator(device=device).manual_seed(int(cfg.seed))
-    with torch.no_grad():
-        latents = torch.randn(args.images, generator.latent_dim, generator=rng, device=device)
-        generated = torch.cat([generator(chunk) for chunk in latents.split(512)])
+    student = released["student"]
+    generated = generated_images(released["generator"], args.images, int(cfg.seed), device)
     test = [data.test[i] for i in range(min(args.images, len(data.test)))]
     real, labels = torch.stack([x for x, _ in test]).to(device), torch.tensor([int(y) for _, y in test])
     print(f"{cfg.method.name} run {args.run}: the teacher's argmax histogram over the classes (seed {cfg.seed})")

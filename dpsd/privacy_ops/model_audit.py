@@ -152,30 +152,40 @@ def audit_models(cfg: DictConfig, released: dict[str, nn.Module], samples: int, 
         result["attacks"][f"{name}_loss"] = attack_metrics(loss_scores(model, members, device),
                                                            loss_scores(model, non_members, device))
     if "generator" in released:
-        generator = released["generator"]
-        rng = torch.Generator(device=device).manual_seed(int(cfg.seed))
-        with torch.no_grad():
-            z = torch.randn(synthetic, generator.latent_dim, generator=rng, device=device)
-            images = torch.cat([generator(chunk) for chunk in z.split(512)])
+        images = generated_images(released["generator"], synthetic, int(cfg.seed), device)
         result["synthetic"] = synthetic
         result["attacks"]["generator_distance"] = attack_metrics(distance_scores(images, members, device),
                                                                  distance_scores(images, non_members, device))
     return result
 
 
-def audit_run(run: str, overrides: list[str], samples: int = 1000, synthetic: int = 2000) -> tuple[DictConfig, dict]:
-    """Load ``run``'s config and released models, apply dotted ``overrides`` (``data.root=...``,
-    ``device=cpu``, ``tracking.enabled=false``) and attack them; returns the config and the report."""
+def generated_images(generator: nn.Module, count: int, seed: int, device: torch.device) -> Tensor:
+    """``count`` images of ``generator`` from fresh seeded N(0, I) latents, in chunks of 512."""
+    rng = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        z = torch.randn(count, generator.latent_dim, generator=rng, device=device)
+        return torch.cat([generator(chunk) for chunk in z.split(512)])
+
+
+def released_run(run: str, overrides: list[str]) -> tuple[DictConfig, dict[str, nn.Module], str | None]:
+    """``run``'s config with dotted ``overrides`` applied (``data.root=...``, ``device=cpu``), its released
+    models (:func:`load_released`) and its MLflow run id (None for a folder)."""
     from dpsd.config import compose, resolve_device
 
-    if samples < 1 or synthetic < 1:
-        raise ConfigError(f"audit model: --samples and --synthetic must be >= 1, got {samples}, {synthetic}")
     with tempfile.TemporaryDirectory() as tmp:
         folder, run_id = run_artifacts(run, compose(overrides), Path(tmp))
         if not (folder / "config.yaml").exists() or not (folder / "student.pt").exists():
             raise ConfigError(f"audit model: {folder} lacks config.yaml or student.pt (a `dpsd run` artifact folder)")
         cfg = OmegaConf.merge(OmegaConf.load(folder / "config.yaml"), OmegaConf.from_dotlist(overrides))
-        released = load_released(folder, cfg, resolve_device(cfg.device))
+        return cfg, load_released(folder, cfg, resolve_device(cfg.device)), run_id
+
+
+def audit_run(run: str, overrides: list[str], samples: int = 1000, synthetic: int = 2000) -> tuple[DictConfig, dict]:
+    """Load ``run``'s config and released models (:func:`released_run`, with ``overrides`` such as
+    ``tracking.enabled=false``) and attack them; returns the config and the report."""
+    if samples < 1 or synthetic < 1:
+        raise ConfigError(f"audit model: --samples and --synthetic must be >= 1, got {samples}, {synthetic}")
+    cfg, released, run_id = released_run(run, overrides)
     result = audit_models(cfg, released, samples, synthetic)
     return cfg, {"audited_run": run_id or str(Path(run).resolve()), "method": cfg.method.name,
                  "dataset": cfg.dataset.name, **result}

@@ -116,15 +116,16 @@ def setting(cfg: DictConfig) -> str:
 
 
 def annotate(groups: pd.DataFrame) -> pd.DataFrame:
-    """The groups with ``rung``, ``what``, ``setting``, ``ablation`` and ``ladder`` columns (rungs R0-R3:
-    ``ladder`` missing, NaN)."""
+    """The groups with ``rung``, ``what``, ``setting``, ``ablation`` (its switches), ``ablation_what`` (what
+    they change) and ``ladder`` columns (rungs R0-R3: ``ladder`` missing, NaN)."""
     if groups.empty:
-        return groups.assign(rung=[], what=[], setting=[], ablation=[], ladder=[], base_method=[])
+        return groups.assign(rung=[], what=[], setting=[], ablation=[], ablation_what=[], ladder=[], base_method=[])
     frame = groups.copy()
     frame["rung"] = [rung(cfg) for cfg in frame["config"]]
     frame["ablation"] = [ablation(cfg) for cfg in frame["config"]]
-    frame["what"] = [f"{RUNGS[r]}, with {ablation_what(cfg)}" if ablation(cfg) else RUNGS[r]
-                     for r, cfg in zip(frame["rung"], frame["config"])]
+    frame["ablation_what"] = [ablation_what(cfg) for cfg in frame["config"]]
+    frame["what"] = [f"{RUNGS[r]}, with {changes}" if changes else RUNGS[r]
+                     for r, changes in zip(frame["rung"], frame["ablation_what"])]
     frame["setting"] = [setting(cfg) for cfg in frame["config"]]
     frame["base_method"] = [str(cfg.method.name) for cfg in frame["config"]]
     frame["ladder"] = [ladder_name(cfg) if r in ("R4", "R5") else None for cfg, r in zip(frame["config"], frame["rung"])]
@@ -223,7 +224,7 @@ def ablation_clause(rows: pd.DataFrame) -> str:
     swapped = rows[_ablations(rows) & (rows["rung"] == "R3") & (rows["status"] == RUN)].dropna(subset=["accuracy"])
     if swapped.empty:
         return ""
-    parts = [f"{row['what'].partition(', with ')[2]}: {row['accuracy']:.2f}%" for _, row in swapped.iterrows()]
+    parts = [f"{row['ablation_what']}: {row['accuracy']:.2f}%" for _, row in swapped.iterrows()]
     clause = f" R3 taken apart: {'; '.join(parts)}."
     generator_only = swapped[[len(a.split()) == 1 and a.partition("=")[0] in GENERATOR_SWAPS for a in swapped["ablation"]]]
     r1, r3 = _best(rows, "R1"), _best(rows, "R3")
