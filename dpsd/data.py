@@ -1,6 +1,8 @@
 """Dataset registry: each loader builds the private (train) and held-out test split of one dataset.
 
-Every item is ``(x, y)``: ``x`` a float32 ``C x H x W`` tensor scaled to [-1, 1], ``y`` an int.
+Every item is ``(x, y)``: ``x`` a float32 ``C x H x W`` tensor in the run's input space, ``y`` an int. A
+loader scales pixels to [-1, 1]; :func:`load_data` then maps them into the teacher's input convention
+(``model.teacher.input``: its normalisation, :mod:`dpsd.input_space`, and its image side).
 Small datasets (digits, MNIST, Fashion-MNIST, CIFAR, MedMNIST) are held in memory as tensors;
 CelebA, COVIDx and ImageNet stay on disk and are decoded, resized and center-cropped on access.
 File-based loaders read from ``data.root`` (each docstring gives its layout), report missing
@@ -11,6 +13,7 @@ check the files that are there first (:mod:`dpsd.datafiles`): a truncated or cor
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
 from contextlib import contextmanager
@@ -27,6 +30,7 @@ from torchvision.datasets import celeba, cifar
 
 from dpsd.datafiles import check_celeba, check_cifar, check_idx, check_images, image_loader, read_npz
 from dpsd.errors import ConfigError
+from dpsd.input_space import InputSpace, input_space
 from dpsd.registry import Registry
 
 DATASETS: Registry = Registry("dataset")
@@ -51,17 +55,69 @@ class DataInfo:
     num_classes: int
     channels: int
     image_size: int
+    space: InputSpace = InputSpace()  # what the networks read: (pixel - mean) / std
+
+
+def input_convention(cfg) -> tuple[int | None, InputSpace]:
+    """``model.teacher.input`` of a run's config: the image side (None: the dataset's own) and the
+    :class:`~dpsd.input_space.InputSpace` of its normalisation (``minus_one_one`` where the node is absent)."""
+    node = cfg.get("model", None) and cfg.model.get("teacher", None) and cfg.model.teacher.get("input", None)
+    if not node:
+        return None, InputSpace()
+    size = node.get("image_size", None)
+    if size is not None and int(size) < 1:
+        raise ConfigError(f"model.teacher.input.image_size must be >= 1 or null (the dataset's own), got {size}")
+    return (None if size is None else int(size)), input_space(str(node.get("normalization", "minus_one_one")),
+                                                            cfg.dataset.name)
 
 
 def data_info(cfg) -> DataInfo:
     """The :class:`DataInfo` of the dataset a run's config names, without reading any file."""
-    num_classes, channels, image_size = dataset_info(cfg.dataset.name, **cfg.dataset.options)
-    return DataInfo(num_classes, channels, image_size)
+    size, space = input_convention(cfg)
+    num_classes, channels, image_size = dataset_info(cfg.dataset.name, size, **cfg.dataset.options)
+    return DataInfo(num_classes, channels, image_size, space.for_channels(channels))
 
 
 def load_data(cfg) -> "DataSplits":
-    """The dataset a run's config names (``dataset``, ``data.root``, ``data.download``)."""
-    return load_dataset(cfg.dataset.name, root=cfg.data.root, download=cfg.data.download, **cfg.dataset.options)
+    """The dataset a run's config names (``dataset``, ``data.root``, ``data.download``), in the
+    teacher's input convention (``model.teacher.input``)."""
+    size, space = input_convention(cfg)
+    splits = load_dataset(cfg.dataset.name, root=cfg.data.root, download=cfg.data.download, image_size=size,
+                          **cfg.dataset.options)
+    return into_space(splits, space.for_channels(splits.channels))
+
+
+class MappedSplit(Dataset):
+    """A lazily decoded split whose images pass through ``transform`` on access."""
+
+    def __init__(self, source: Dataset, transform: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.source, self.transform = source, transform
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        image, label = self.source[index]
+        return self.transform(image), label
+
+
+def into_space(splits: "DataSplits", space: InputSpace) -> "DataSplits":
+    """``splits`` (images in [-1, 1]) mapped into ``space``: ``((x + 1) / 2 - mean) / std`` per channel."""
+    if space.is_minus_one_one:
+        return splits
+    mean = torch.tensor(space.mean).view(-1, 1, 1)
+    std = torch.tensor(space.std).view(-1, 1, 1)
+
+    def transform(x: torch.Tensor) -> torch.Tensor:
+        return ((x + 1) / 2 - mean) / std
+
+    def mapped(split: Dataset) -> Dataset:
+        if isinstance(split, TensorSplit):
+            images, labels = split.tensors
+            return TensorSplit(transform(images).contiguous(), labels)
+        return MappedSplit(split, transform)
+
+    return dataclasses.replace(splits, train=mapped(splits.train), test=mapped(splits.test), space=space)
 
 
 @dataclass
@@ -73,6 +129,7 @@ class DataSplits:
     channels: int
     image_size: int  # square side after any resize
     class_names: list[str]
+    space: InputSpace = InputSpace()  # the input convention the images are in (:func:`into_space`)
 
 
 def load_dataset(

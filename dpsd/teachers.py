@@ -22,9 +22,14 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from dpsd.data import DataSplits
+from dpsd.data import DataSplits, input_convention
+from dpsd.errors import ConfigError
 from dpsd.models import build_classifier
 from dpsd.version import teacher_code_version
+
+
+SCHEDULES = ("onecycle", "constant")
+"""``model.teacher.recipe.schedule``: the learning-rate schedules :func:`train_classifier` follows."""
 
 
 def teacher_cache_dir(cfg: DictConfig) -> Path:
@@ -42,6 +47,7 @@ class TeacherKey:
     seed: int
     recipe: str
     member: str = "full"  # "full", or "i/n" for member i of an n-way disjoint partition
+    input: str = ""  # model.teacher.input: the image side and normalisation it reads (dpsd.data.input_convention)
     code: str = ""  # dpsd.version.teacher_code_version(): the code that trains it
 
     @property
@@ -52,6 +58,7 @@ class TeacherKey:
 
 def teacher_key(cfg: DictConfig, member: str = "full") -> TeacherKey:
     teacher = cfg.model.teacher
+    size, space = input_convention(cfg)
     return TeacherKey(
         dataset=cfg.dataset.name,
         dataset_options=json.dumps(OmegaConf.to_container(cfg.dataset.options), sort_keys=True),
@@ -60,6 +67,7 @@ def teacher_key(cfg: DictConfig, member: str = "full") -> TeacherKey:
         recipe=json.dumps({**OmegaConf.to_container(teacher.recipe), "pretrained": teacher.pretrained}, sort_keys=True),
         member=member,
         code=teacher_code_version(),
+        input=json.dumps({"image_size": size, "mean": space.mean, "std": space.std}),
     )
 
 
@@ -78,20 +86,28 @@ def evaluate_accuracy(model: nn.Module, dataset: Dataset, device: torch.device, 
 def train_classifier(
     model: nn.Module, dataset: Dataset, recipe: DictConfig, device: torch.device, seed: int, desc: str
 ) -> nn.Module:
-    """Plain supervised training on private data: Adam, cross-entropy, one-cycle schedule.
+    """Plain supervised training on private data: Adam, cross-entropy, and the recipe's ``schedule``:
+    ``onecycle`` (one-cycle to ``lr``, the default where the recipe names none) or ``constant`` (``lr``
+    throughout, as DAFL's ``teacher-train.py`` trains its LeNet-5).
 
     The recipe counts optimiser ``steps`` rather than epochs, so one recipe suits 1,437 digits and
-    60,000 MNIST images alike; the loader reshuffles each time it runs out.
+    60,000 MNIST images alike; the loader reshuffles each time it runs out. A last partial batch of an
+    epoch is dropped unless ``drop_last: false`` (DAFL's loader keeps it: 235 batches an MNIST epoch at 256).
     """
     torch.manual_seed(seed)
     model.to(device).train()
     loader = DataLoader(
         dataset, batch_size=int(recipe.batch_size), shuffle=True,
-        generator=torch.Generator().manual_seed(seed), drop_last=len(dataset) > int(recipe.batch_size),
+        generator=torch.Generator().manual_seed(seed),
+        drop_last=bool(recipe.get("drop_last", True)) and len(dataset) > int(recipe.batch_size),
     )
     steps = int(recipe.steps)
     optimizer = torch.optim.Adam(model.parameters(), lr=float(recipe.lr), weight_decay=float(recipe.weight_decay))
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=float(recipe.lr), total_steps=steps)
+    name = recipe.get("schedule", "onecycle")
+    if name not in SCHEDULES:
+        raise ConfigError(f"model.teacher.recipe.schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
+    schedule = (torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=float(recipe.lr), total_steps=steps)
+                if name == "onecycle" else torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0))
     batches = (batch for _ in iter(int, 1) for batch in loader)  # endless reshuffled epochs
     for _, (x, y) in zip(tqdm(range(steps), desc=desc, unit="step", leave=False, disable=None), batches):
         loss = F.cross_entropy(model(x.to(device)), torch.as_tensor(y).to(device))

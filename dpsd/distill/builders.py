@@ -21,5 +21,5 @@ def build_student_and_generator(cfg: DictConfig, info: DataInfo, device: torch.d
     """The configured student and generator, Xavier-initialised (DPSD §IV-A) and on ``device``
     (``model/generator=gaussian_noise``: fresh N(mean, std²) images, no parameters)."""
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
-    generator = generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed))
+    generator = generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed), info.space)
     return xavier_init_(student).to(device), init_generator_(generator, cfg.model.generator).to(device)

@@ -276,7 +276,7 @@ def train_generator(ctx: RunContext) -> nn.Module:
     cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
     baseline = ctx.teachers[0].eval()
     latent_dim = int(cfg.model.generator.latent_dim)
-    generator = init_generator_(generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed)),
+    generator = init_generator_(generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed), info.space),
                                 cfg.model.generator).to(device)
     if not generator_trainable(cfg):
         return generator.eval()
@@ -315,7 +315,7 @@ def train_vae(ctx: RunContext, images: Tensor) -> ConvVAE:
     """Step 2's VAE {phi_e, phi_d} on ``images`` (negative ELBO, Adam)."""
     cfg, info, device, method = ctx.cfg, ctx.info, ctx.device, ctx.cfg.method
     torch.manual_seed(int(cfg.seed))
-    vae = ConvVAE(int(method.latent_dim), info.channels, info.image_size, int(method.vae_width)).to(device)
+    vae = ConvVAE(int(method.latent_dim), info.channels, info.image_size, int(method.vae_width), info.space).to(device)
     optimizer = make_optimizer("adam", vae.parameters(), float(method.vae_lr))
     loader = DataLoader(TensorDataset(images), batch_size=int(method.batch_size), shuffle=True,
                         generator=torch.Generator().manual_seed(int(cfg.seed)))

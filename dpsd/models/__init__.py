@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from dpsd.errors import ConfigError
+from dpsd.input_space import InputSpace
 from dpsd.models.generators import GaussianNoise, Generator
 from dpsd.models.vae import ConvVAE, normalize_code, vae_loss
 from dpsd.registry import Registry
@@ -23,7 +24,7 @@ ClassifierBuilder = Callable[[int, int, int, bool], nn.Module]
 ARCHITECTURES: Registry[ClassifierBuilder] = Registry("architecture")
 
 # The submodules register their builders into ARCHITECTURES on import, so it must exist first.
-from dpsd.models import students, teachers  # noqa: E402,F401
+from dpsd.models import lenet, students, teachers  # noqa: E402,F401
 
 __all__ = [
     "ARCHITECTURES",
@@ -72,21 +73,27 @@ GENERATORS = {"dcgan": Generator, "gaussian_noise": GaussianNoise}
 
 def build_generator(
     latent_dim: int, channels: int, image_size: int, width: int = 64, name: str = "dcgan", seed: int = 0,
-    mean: float = 0.0, std: float = 1.0,
+    mean: float = 0.0, std: float = 1.0, output: str = "tanh", block_bn_eps: float = 1e-5,
+    space: InputSpace = InputSpace(),
 ) -> Generator | GaussianNoise:
     """``model/generator=<name>``: ``dcgan``, the DCGAN-style generator of DAFL / DPDFD §3 / DPSD
-    Alg. 1 sized to the dataset, or ``gaussian_noise``, fresh N(mean, std²) images (the ladder's R2)."""
+    Alg. 1 sized to the dataset (its ``output`` and ``block_bn_eps``: :class:`Generator`), emitting images
+    in the input ``space``, or ``gaussian_noise``, fresh N(mean, std²) images in that space (the ladder's R2)."""
     if name == "gaussian_noise":
         return GaussianNoise(channels, image_size, seed, mean, std)
-    return channels_last(generator_class(name)(latent_dim, channels, image_size, width))
+    return channels_last(generator_class(name)(latent_dim, channels, image_size, width, output, block_bn_eps, space))
 
 
-def generator_from_config(generator_cfg, channels: int, image_size: int, seed: int) -> Generator | GaussianNoise:
+def generator_from_config(generator_cfg, channels: int, image_size: int, seed: int,
+                          space: InputSpace = InputSpace()) -> Generator | GaussianNoise:
     """The ``model.generator`` node's generator, before initialisation (:func:`init_generator_`);
-    ``gaussian_noise`` takes its noise moments (``mean``, ``std``) from the node."""
-    moments = {key: float(generator_cfg[key]) for key in ("mean", "std") if key in generator_cfg}
+    ``gaussian_noise`` takes its noise moments (``mean``, ``std``) from the node, ``dcgan`` its ``output``
+    and ``block_bn_eps`` where the node has them."""
+    options = {key: float(generator_cfg[key]) for key in ("mean", "std", "block_bn_eps") if key in generator_cfg}
+    if "output" in generator_cfg:
+        options["output"] = str(generator_cfg.output)
     return build_generator(int(generator_cfg.latent_dim), channels, image_size, int(generator_cfg.width),
-                           name=generator_cfg.name, seed=seed, **moments)
+                           name=generator_cfg.name, seed=seed, space=space, **options)
 
 
 def init_generator_(generator: nn.Module, generator_cfg) -> nn.Module:
@@ -111,17 +118,24 @@ def generator_trainable(cfg) -> bool:
 
 
 def penultimate_features(model: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
-    """Run ``model(x)`` and return ``(features entering its final nn.Linear, logits)``.
+    """Run ``model(x)`` and return ``(its features, logits)``.
 
-    The final layer is the last :class:`nn.Linear` in ``model.modules()`` order, which is the
-    classification head for every registered architecture. The features feed the activation loss
-    of the generator (DPSD Eq. (8), third term; DPDFD Eq. (5)), which must work on any student.
+    The features are the output of the submodule named by the model's ``activation_features`` where
+    the architecture names one (DAFL's LeNet-5: the 120 convolutional features before its two linear
+    layers, DAFL-train.py's ``features_T``), and otherwise the input of the final :class:`nn.Linear` in
+    ``model.modules()`` order, the classification head of every other registered architecture. They
+    feed the activation loss of the generator (DAFL Eq. (4); DPSD Eq. (8), third term; DPDFD Eq. (5)),
+    which must work on any student.
     """
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    if not linears:
-        raise TypeError(f"{type(model).__name__} has no nn.Linear layer")
     captured: list[Tensor] = []
-    handle = linears[-1].register_forward_hook(lambda _m, inputs, _out: captured.append(inputs[0]))
+    named = getattr(model, "activation_features", None)
+    if named is not None:
+        handle = model.get_submodule(named).register_forward_hook(lambda _m, _inputs, out: captured.append(out.flatten(1)))
+    else:
+        linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        if not linears:
+            raise TypeError(f"{type(model).__name__} has no nn.Linear layer")
+        handle = linears[-1].register_forward_hook(lambda _m, inputs, _out: captured.append(inputs[0]))
     try:
         logits = model(x)
     finally:

@@ -15,25 +15,40 @@ import torch
 from torch import Tensor, nn
 
 from dpsd.errors import ConfigError
+from dpsd.input_space import InputSpace
+
+OUTPUTS = ("tanh", "tanh_batchnorm")
+"""``model.generator.output``: ``tanh`` (DPSD Alg. 1, DPDFD: pixels in [-1, 1], mapped into the teacher's
+input space) | ``tanh_batchnorm`` (DAFL-train.py and DFAD: tanh, then an affine-free BatchNorm, which
+standardises each batch's images per channel: they land in the teacher's input space whatever it is)."""
 
 
 class Generator(nn.Module):
-    """Maps latent codes ``z`` of shape (B, ``latent_dim``) to images (B, C, S, S) in [-1, 1].
+    """Maps latent codes ``z`` of shape (B, ``latent_dim``) to images (B, C, S, S) in the input ``space``.
 
     Linear(latent_dim → 2w·s²), s = ⌈S/4⌉ → BN → Upsample×2 → Conv 3x3 (2w→2w) → BN →
     LeakyReLU(0.2) → Upsample×2 → Conv 3x3 (2w→w) → BN → LeakyReLU(0.2) → Conv 3x3 (w→C) → tanh,
     then a centre crop from 4s to S when S is not a multiple of 4 (cropping keeps the range).
+    ``output=tanh``: the tanh's pixels in [-1, 1] are mapped into ``space`` (the identity for
+    ``minus_one_one``); ``output=tanh_batchnorm``: an affine-free BatchNorm follows the tanh (DAFL's
+    generator). ``block_bn_eps`` is the eps of the two BatchNorms after the convs: 1e-5 (PyTorch's), or
+    DAFL's 0.8 (``nn.BatchNorm2d(128, 0.8)`` in DAFL-train.py passes 0.8 as eps).
     """
 
     trainable = True  # a method trains its parameters (see GaussianNoise)
 
-    def __init__(self, latent_dim: int, channels: int, image_size: int, width: int = 64) -> None:
+    def __init__(self, latent_dim: int, channels: int, image_size: int, width: int = 64, output: str = "tanh",
+                 block_bn_eps: float = 1e-5, space: InputSpace = InputSpace()) -> None:
         super().__init__()
         if min(latent_dim, channels, image_size, width) < 1:
             raise ConfigError(
                 f"generator sizes must be positive, got latent_dim={latent_dim}, "
                 f"channels={channels}, image_size={image_size}, width={width}"
             )
+        if output not in OUTPUTS:
+            raise ConfigError(f"model.generator.output must be one of {', '.join(OUTPUTS)}, got {output!r}")
+        if block_bn_eps <= 0:
+            raise ConfigError(f"model.generator.block_bn_eps must be > 0, got {block_bn_eps}")
         self.latent_dim = latent_dim
         self.channels = channels
         self.image_size = image_size
@@ -43,24 +58,34 @@ class Generator(nn.Module):
             nn.BatchNorm2d(2 * width),
             nn.Upsample(scale_factor=2),
             nn.Conv2d(2 * width, 2 * width, kernel_size=3, padding=1),
-            nn.BatchNorm2d(2 * width),
+            nn.BatchNorm2d(2 * width, eps=block_bn_eps),
             nn.LeakyReLU(0.2),
             nn.Upsample(scale_factor=2),
             nn.Conv2d(2 * width, width, kernel_size=3, padding=1),
-            nn.BatchNorm2d(width),
+            nn.BatchNorm2d(width, eps=block_bn_eps),
             nn.LeakyReLU(0.2),
             nn.Conv2d(width, channels, kernel_size=3, padding=1),
             nn.Tanh(),
+            *([nn.BatchNorm2d(channels, affine=False)] if output == "tanh_batchnorm" else []),
         )
+        space = space.for_channels(channels)
+        # tanh pixels -> the input space (not in the state dict: a property of the run's config)
+        self.to_space = output == "tanh" and not space.is_minus_one_one
+        scale, shift = space.from_tanh()
+        self.register_buffer("output_scale", torch.tensor(scale).view(1, -1, 1, 1), persistent=False)
+        self.register_buffer("output_shift", torch.tensor(shift).view(1, -1, 1, 1), persistent=False)
 
     def output_bias_(self, value: float) -> "Generator":
         """Set the bias of the last conv (before tanh) to ``value``; returns ``self``."""
-        nn.init.constant_(self.blocks[-2].bias, value)
+        last_conv = [m for m in self.blocks if isinstance(m, nn.Conv2d)][-1]
+        nn.init.constant_(last_conv.bias, value)
         return self
 
     def forward(self, z: Tensor) -> Tensor:
         x = self.project(z).view(z.shape[0], -1, self.init_size, self.init_size)
         x = self.blocks(x)
+        if self.to_space:
+            x = x * self.output_scale + self.output_shift
         start = (4 * self.init_size - self.image_size) // 2
         return x[..., start : start + self.image_size, start : start + self.image_size]
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dpsd.errors import ConfigError
+from dpsd.input_space import InputSpace
 from dpsd.models.generators import Generator
 
 
@@ -28,9 +29,10 @@ def normalize_code(z: Tensor) -> Tensor:
 class ConvVAE(nn.Module):
     """Encoder: Conv 3x3 stride 2 (C→w) → LeakyReLU → Conv 3x3 stride 2 (w→2w) → BN → LeakyReLU →
     flatten → Linear to (mu, log var) of a ``latent_dim``-dim Gaussian. Decoder: tanh-normalised
-    code → :class:`Generator` (M = its linear projection) → image in [-1, 1]."""
+    code → :class:`Generator` (M = its linear projection) → image in the input ``space``."""
 
-    def __init__(self, latent_dim: int, channels: int, image_size: int, width: int = 32) -> None:
+    def __init__(self, latent_dim: int, channels: int, image_size: int, width: int = 32,
+                 space: InputSpace = InputSpace()) -> None:
         super().__init__()
         if min(latent_dim, channels, image_size, width) < 1:
             raise ConfigError(f"VAE sizes must be positive, got latent_dim={latent_dim}, channels={channels}, "
@@ -46,7 +48,7 @@ class ConvVAE(nn.Module):
             nn.Flatten(),
             nn.Linear(2 * width * side * side, 2 * latent_dim),
         )
-        self.decoder = Generator(latent_dim, channels, image_size, width)
+        self.decoder = Generator(latent_dim, channels, image_size, width, space=space)
 
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """(mu, log var) of q(z | x)."""

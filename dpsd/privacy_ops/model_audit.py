@@ -119,7 +119,7 @@ def run_artifacts(run: str, cfg: DictConfig, into: Path) -> tuple[Path, str | No
 def load_released(folder: Path, cfg: DictConfig, device: torch.device) -> dict[str, nn.Module]:
     """The student (and generator, where the run released one) from a run's artifacts."""
     from dpsd.data import data_info
-    from dpsd.models import build_classifier, build_generator
+    from dpsd.models import build_classifier, generator_from_config
 
     info = data_info(cfg)
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
@@ -129,8 +129,8 @@ def load_released(folder: Path, cfg: DictConfig, device: torch.device) -> dict[s
         student = ModuleValidator.fix(student)  # as baselines/dpsgd.py trained it
     models = {"student": student}
     if (folder / "generator.pt").exists():
-        generator = cfg.model.generator
-        models["generator"] = build_generator(generator.latent_dim, info.channels, info.image_size, generator.width)
+        models["generator"] = generator_from_config(cfg.model.generator, info.channels, info.image_size,
+                                                    int(cfg.seed), info.space)
     for name, model in models.items():
         model.load_state_dict(torch.load(folder / f"{name}.pt", map_location="cpu", weights_only=True))
         model.to(device).eval()

@@ -30,6 +30,14 @@ REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 COMMON_SMOKE = Path("common") / "smoke.yaml"
 # Not part of a cell's identity: where results go, where data lives, how runs are tracked.
 _UNHASHED = ("tracking", "results_dir")
+# Settings added after cells were recorded, at the value every earlier run had (what their code did before
+# the setting existed): left out of the hash at that value, so the archive's cells keep their keys; any other
+# value is part of the cell's identity like every setting.
+_ADDED_AT_HISTORICAL_VALUE = {
+    ("model", "teacher", "input"): {"normalization": "minus_one_one", "image_size": None},
+    ("model", "generator", "output"): "tanh",
+    ("model", "generator", "block_bn_eps"): 1e-5,
+}
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,12 @@ def config_hash(cfg: DictConfig) -> str:
     for key in _UNHASHED:
         container.pop(key, None)
     container.get("data", {}).pop("root", None)
+    for (*parents, key), value in _ADDED_AT_HISTORICAL_VALUE.items():
+        node = container
+        for parent in parents:
+            node = node.get(parent) or {}
+        if key in node and node[key] == value:
+            del node[key]
     text = yaml.safe_dump(container, sort_keys=True, default_flow_style=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
