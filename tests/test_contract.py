@@ -26,7 +26,7 @@ TINY = {
               "method.batch_size=32", "method.generator_iterations=3", "method.vae_epochs=1",
               "method.synthetic_count=200", "method.latent_dim=4"] for name in ("dgd", "dgd_plus")},
 }
-NON_PRIVATE = {("teacher", None), ("dfkd", None), ("kd_data", None), ("dpsd", "none")}
+NON_PRIVATE = {("teacher", None), ("dfkd", None), ("kd_data", None), ("dafl", None), ("dpsd", "none")}
 # privacy=None: the method's own privacy group (its YAML's defaults list), as `dpsd run method=<name>` takes it.
 CASES = [(name, None) for name in METHODS.names()] + [("dpsd", "none")]
 

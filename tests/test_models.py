@@ -31,10 +31,13 @@ HEAVY = {
     "vit_b_16": (1, 28),  # resized to 224 px for ViT-B/16's position embeddings
 }
 
+# Architectures that take one image side only (DAFL's LeNets: 32 px).
+ONE_SIDE = {"lenet5": (1, 32), "lenet5_half": (3, 32)}
+
 CASES = [
     pytest.param(arch, channels, size, id=f"{arch}-{channels}x{size}")
     for arch in ARCHITECTURES.names()
-    for channels, size in ([HEAVY[arch]] if arch in HEAVY else SHAPES)
+    for channels, size in ([HEAVY[arch]] if arch in HEAVY else [ONE_SIDE[arch]] if arch in ONE_SIDE else SHAPES)
 ]
 
 
