@@ -27,6 +27,9 @@ PAPERS = {  # paper key -> (file, prefix of its `table` labels, prints accuracie
     "dp_dfd": ("dp-dfd-selective-randomized-response.md", "DP-DFD ", True),
     "dgd": ("dgd-discriminative-generative-distillation.excerpts.json", "DGD ", False),
 }
+# Public anchors (DESIGN.md "Anchors before verdicts"): paper key -> (source prefix, table prefix). DAFL's paper is
+# not in ../shared/papers; its Table 1 is the image its authors' repository carries.
+ANCHORS = {"dafl": ("huawei-noah/Data-Efficient-Model-Compression DAFL/figure/Table1.jpg", "DAFL ")}
 # Methods planned for the harness, some still being built; the registry's names are accepted too.
 PLANNED_METHODS = {"dpsd", "dpsd_t", "dpdfd", "dpdfd_direct", "dp_dfd", "fed_dpsd", "dgd", "dgd_plus", "dpsgd", "pate",
                    "lp1st", "dfkd", "teacher"}
@@ -64,7 +67,10 @@ def test_columns_and_types(ref):
 
 
 def test_keys_names_and_sources(ref):
-    assert set(ref["paper"]) == set(PAPERS)
+    assert set(ref["paper"]) == set(PAPERS) | set(ANCHORS)
+    for paper, (source, prefix) in ANCHORS.items():
+        rows = ref[ref.paper == paper]
+        assert rows["table"].str.startswith(prefix).all() and rows["source"].str.startswith(source + ":").all(), paper
     for paper, (fname, prefix, _) in PAPERS.items():
         rows = ref[ref.paper == paper]
         assert rows["table"].str.startswith(prefix).all(), paper
@@ -91,7 +97,8 @@ def test_known_contradictions_are_flagged(ref):
     assert len(celeba) >= 10 and celeba["note"].str.contains("CONTRADICTION").all()
     # the same cell in two papers with two values: both rows say so
     aliases = {"DP-Sinkhorn": "DPSH", "Baseline": "Teacher", "DPSD (data)": "DPSD"}
-    acc = ref[ref.metric == "accuracy"].assign(r=lambda d: d["row"].map(lambda r: aliases.get(r, r)))
+    # (an anchor's rows are of its own networks: DAFL's LeNet-5 teacher is not the papers' teacher)
+    acc = ref[(ref.metric == "accuracy") & ~ref.paper.isin(ANCHORS)].assign(r=lambda d: d["row"].map(lambda r: aliases.get(r, r)))
     conflicts = 0
     for _, group in acc.groupby(["r", "dataset", "epsilon"]):
         if group["table"].nunique() > 1 and group["value"].astype(float).nunique() > 1:
@@ -174,6 +181,18 @@ def _text_value(paper, anchor, prefix, offset, how, index, sub) -> float:
     printed = _DECIMAL.findall(line)[index] if how == "num" else line.split("\t")[index].split()[sub]
     value = float(printed)
     return round(value * 100, 2) if PAPERS[paper][2] else value
+
+
+def test_the_dafl_anchor_rows_are_the_numbers_design_md_quotes(ref):
+    """DAFL Table 1's LeNet-5 column as ../shared/DESIGN.md quotes it (a second source beside the table image)."""
+    design = REPO.parent / "shared" / "DESIGN.md"
+    if not design.exists():
+        pytest.skip(f"{design} is absent")
+    text = " ".join(design.read_text().split())
+    quoted = re.search(r"LeNet-5 teacher (\d+\.\d+)%, KD on N\(0, 1\) noise (\d+\.\d+)%, DAFL (\d+\.\d+)%", text)
+    assert quoted, "DESIGN.md no longer quotes DAFL's Table 1"
+    for row, value in zip(("Teacher", "Normal distribution", "Data-Free Learning (DAFL)"), quoted.groups()):
+        assert _cell(ref, "DAFL Table 1", row, "mnist", "") == float(value), row
 
 
 def test_at_least_twenty_checks_over_all_four_papers():

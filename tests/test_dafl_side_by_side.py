@@ -1,0 +1,67 @@
+"""tools/dafl_side_by_side.py: the shim runs an official script with only the device changed, and the
+epochs, accuracies and training seconds it prints are read back (on stand-in scripts with DAFL's output)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from dpsd.errors import ConfigError
+
+# Stands in for DAFL's scripts: CUDA calls (no GPU here), an Adam before the loop, a test loader over a
+# dataset with train=False, and DAFL's "Test Avg. Loss: ..., Accuracy: ..." line per epoch.
+STAND_IN = '''
+import sys, time, torch
+from torch.utils.data import DataLoader, TensorDataset
+net = torch.nn.Linear(4, 2).cuda()
+optimizer = torch.optim.Adam(net.parameters(), lr=0.1)
+test = TensorDataset(torch.zeros(8, 4), torch.zeros(8, dtype=torch.long)); test.train = False
+for epoch in range(int(sys.argv[sys.argv.index("--n_epochs") + 1])):
+    time.sleep(0.05)
+    x = torch.randn(3, 4).cuda()
+    for images, labels in DataLoader(test, batch_size=4):
+        pass
+    print("Test Avg. Loss: 0.1, Accuracy: %f" % (0.25 * (epoch + 1)))
+'''
+
+
+def tool():
+    path = Path(__file__).parents[1] / "tools" / "dafl_side_by_side.py"
+    spec = importlib.util.spec_from_file_location("dafl_side_by_side", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_official_script_runs_on_the_cpu_and_its_epochs_are_read_back(tmp_path):
+    script = tmp_path / "DAFL-train.py"
+    script.write_text(STAND_IN)
+    epochs = tool().run_official(script, 0, ["--n_epochs", "3"], tmp_path / "log.txt")
+    assert [e["accuracy"] for e in epochs] == [0.25, 0.5, 0.75]
+    assert all(0.04 < e["train_s"] < 5 for e in epochs)  # the sleep, not the evaluation or the start-up
+    log = (tmp_path / "log.txt").read_text()
+    assert "@@threads" in log and log.count("@@eval_start") == 3
+
+
+def test_a_failing_official_script_stops_the_tool_naming_its_log(tmp_path):
+    script = tmp_path / "teacher-train.py"
+    script.write_text("raise SystemExit(3)\n")
+    with pytest.raises(SystemExit, match="teacher-train.py failed.*log.txt"):
+        tool().run_official(script, 0, [], tmp_path / "log.txt")
+
+
+def test_the_table_puts_both_sides_per_epoch_and_the_time_ratio():
+    official = [{"teacher_accuracy": 0.99, "epochs": [{"accuracy": 0.5, "train_s": 240.0}]},
+                {"teacher_accuracy": 0.98, "epochs": [{"accuracy": 0.7, "train_s": 240.0}]}]
+    ours = [{"teacher_accuracy": 0.99, "epochs": [{"accuracy": 0.55, "train_s": 120.0}]},
+            {"teacher_accuracy": 0.99, "epochs": [{"accuracy": 0.6, "train_s": 120.0}]}]
+    lines = tool().table(official, ours, [0, 1])
+    assert lines[2] == "| 0 | 60.00 (50.00, 70.00) | 57.50 (55.00, 60.00) | -2.50 |"
+    assert "official 2.000, ours 1.000, ratio ours / official 0.50" in lines[-1]
+
+
+def test_a_folder_that_is_not_dafl_s_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="must be DAFL's folder: missing .*teacher-train.py"):
+        tool().main(["--official", str(tmp_path), "data.root=."])

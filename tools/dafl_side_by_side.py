@@ -1,0 +1,202 @@
+"""DAFL on MNIST beside DAFL's own code, epoch by epoch, on this machine (the calibration anchor).
+
+    python tools/dafl_side_by_side.py --official PATH/TO/DAFL [--epochs 5] [--seeds 0 1] [--json OUT] \\
+        data.root=../shared/data [overrides]
+
+``PATH/TO/DAFL`` is the ``DAFL/`` folder of ``huawei-noah/Data-Efficient-Model-Compression`` (Chen et
+al., ICCV 2019; BSD-3; not part of this repository: clone it yourself). For each seed, in turn:
+
+* **official**: its ``teacher-train.py`` (LeNet-5, 9 epochs), then its ``DAFL-train.py`` for
+  ``--epochs`` epochs of 120 iterations, each run as it is in a subprocess through :data:`SHIM`, which
+  changes only what the scripts need to run here: CUDA calls become no-ops (the CPU runs them),
+  ``torch.load`` reads the full pickled teacher (``weights_only=False``, which torch >= 2.6 asks for),
+  torch's global RNG is seeded (the scripts set no seed: the seed only makes a run repeatable), and a
+  line is printed when an Adam optimiser is made (just before each script's loop) and when a test
+  evaluation starts, so that an epoch's training seconds run from the optimiser (epoch 0) or the previous
+  evaluation's end to the next evaluation's start;
+* **ours**: ``method=dafl`` (its teacher trained or found in the cache), the same epochs of the same
+  trainer that ``dpsd run`` steps, the student evaluated on the test split after each epoch (the final
+  iterate; nothing is selected).
+
+Prints one row per epoch (the official and our test accuracy, per seed and their mean, and the
+difference), the teachers' accuracies, and the median seconds per training iteration of each side over
+its epochs with the ratio ours / official. Both sides run in this machine's torch
+with the same intra-op threads (printed). ``--json`` writes everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from dpsd.config import compose, resolve_device, resolve_paths, validate
+from dpsd.data import load_data
+from dpsd.errors import ConfigError
+from dpsd.methods import METHODS
+from dpsd.methods.base import RunContext
+from dpsd.privacy.accounting import Ledger
+from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
+
+SHIM = r"""
+import functools, runpy, sys, time
+import torch, torch.utils.data
+torch.Tensor.cuda = lambda self, *args, **kwargs: self
+torch.nn.Module.cuda = lambda self, *args, **kwargs: self
+torch.load = functools.partial(torch.load, weights_only=False)
+seed, script = int(sys.argv[1]), sys.argv[2]
+torch.manual_seed(seed)
+_iter = torch.utils.data.DataLoader.__iter__
+def _marked_iter(self):
+    if getattr(self.dataset, "train", True) is False:
+        print(f"@@eval_start {time.time():.6f}", flush=True)
+    return _iter(self)
+torch.utils.data.DataLoader.__iter__ = _marked_iter
+_adam = torch.optim.Adam.__init__
+def _marked_adam(self, *args, **kwargs):
+    _adam(self, *args, **kwargs)
+    print(f"@@optimizer {time.time():.6f}", flush=True)
+torch.optim.Adam.__init__ = _marked_adam
+print(f"@@threads {torch.get_num_threads()}", flush=True)
+sys.argv = sys.argv[2:]
+sys.path.insert(0, str(__import__("pathlib").Path(script).parent))
+runpy.run_path(script, run_name="__main__")
+"""
+"""Runs one official script (``python -c SHIM SEED SCRIPT ARGS...``) with only the device changed."""
+
+ITERATIONS_PER_EPOCH = 120  # DAFL-train.py: ``for i in range(120)``
+_ACCURACY = re.compile(r"Accuracy: ([0-9.]+)")
+
+
+def run_official(script: Path, seed: int, args: list[str], log: Path) -> list[dict]:
+    """One official script's test evaluations: ``[{"accuracy", "train_s"}]`` per epoch, where
+    ``train_s`` is the wall time from the last optimiser's making or the previous evaluation's end."""
+    command = [sys.executable, "-u", "-c", SHIM, str(seed), str(script), *args]
+    epochs, eval_start, previous_end = [], None, None
+    with log.open("w") as out, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                 text=True, cwd=script.parent) as process:
+        for line in process.stdout:
+            out.write(line)
+            out.flush()
+            if line.startswith("@@optimizer"):
+                previous_end = float(line.split()[1])
+            elif line.startswith("@@eval_start"):
+                eval_start = float(line.split()[1])
+            elif (match := _ACCURACY.search(line)) is not None:
+                train_s = eval_start - previous_end
+                epochs.append({"accuracy": float(match.group(1)), "train_s": train_s})
+                print(f"  official {script.name} seed {seed} epoch {len(epochs) - 1}: {float(match.group(1)):.4f} "
+                      f"({train_s:.1f} s of training)", flush=True)
+                previous_end = time.time()
+    if process.returncode:
+        raise SystemExit(f"{script.name} failed (exit {process.returncode}); its output is in {log}")
+    return epochs
+
+
+def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: Path) -> dict:
+    """The official teacher, then the official DAFL for ``epochs`` epochs, at ``seed``."""
+    models = work / f"official_seed{seed}"
+    models.mkdir(parents=True, exist_ok=True)
+    teacher = run_official(folder / "teacher-train.py", seed,
+                           ["--dataset", "MNIST", "--data", f"{data_root}/", "--output_dir", f"{models}/"],
+                           work / f"official_teacher_seed{seed}.log")
+    dafl = run_official(folder / "DAFL-train.py", seed,
+                        ["--dataset", "MNIST", "--data", f"{data_root}/", "--teacher_dir", f"{models}/",
+                         "--output_dir", f"{models}/", "--n_epochs", str(epochs)],
+                        work / f"official_dafl_seed{seed}.log")
+    return {"teacher_accuracy": teacher[-1]["accuracy"], "epochs": dafl}
+
+
+def ours_seed(overrides: list[str], seed: int, epochs: int) -> dict:
+    """``method=dafl`` at ``seed``: its teacher, then ``epochs`` x 120 steps of its trainer, the
+    student evaluated on the test split after each epoch."""
+    cfg = compose(["method=dafl", "dataset=mnist", "scale=paper", "tracking=none", *overrides, f"seed={seed}"])
+    validate(cfg)
+    cfg = resolve_paths(cfg)
+    device = resolve_device(cfg.device)
+    torch.manual_seed(seed)
+    data = load_data(cfg)
+    teacher, record = load_or_train_teacher(cfg, data, device)
+    torch.manual_seed(seed)
+    rng = torch.Generator(device=device).manual_seed(seed)
+    ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=Ledger())
+    trainer = METHODS.get("dafl")().make_trainer(ctx)
+    per_epoch = int(cfg.method.iterations_per_epoch)
+    results = []
+    for epoch in range(epochs):
+        start = time.perf_counter()
+        for _ in range(per_epoch):
+            trainer.step()
+        train_s = time.perf_counter() - start
+        accuracy = evaluate_accuracy(trainer.student, data.test, device)
+        results.append({"accuracy": accuracy, "train_s": train_s})
+        print(f"  ours method=dafl seed {seed} epoch {epoch}: {accuracy:.4f} ({train_s / per_epoch:.3f} s/it)", flush=True)
+    return {"teacher_accuracy": record["test_accuracy"], "epochs": results}
+
+
+def seconds_per_iteration(runs: list[dict]) -> float:
+    """Median training seconds of one iteration over every run's epochs."""
+    return statistics.median(e["train_s"] / ITERATIONS_PER_EPOCH for run in runs for e in run["epochs"])
+
+
+def percentages(fractions) -> str:
+    return ", ".join(f"{100 * value:.2f}" for value in fractions)
+
+
+def table(official: list[dict], ours: list[dict], seeds: list[int]) -> list[str]:
+    """The side-by-side rows (percent; the mean over seeds, then each seed)."""
+    lines = ["| epoch | official (mean; per seed) | ours (mean; per seed) | ours - official (points) |",
+             "| ---: | --- | --- | ---: |"]
+    for epoch in range(min(len(run["epochs"]) for run in official + ours)):
+        theirs = [run["epochs"][epoch]["accuracy"] for run in official]
+        mine = [run["epochs"][epoch]["accuracy"] for run in ours]
+        lines.append(f"| {epoch} | {100 * statistics.mean(theirs):.2f} ({percentages(theirs)}) | "
+                     f"{100 * statistics.mean(mine):.2f} ({percentages(mine)}) | "
+                     f"{100 * (statistics.mean(mine) - statistics.mean(theirs)):+.2f} |")
+    lines.append(f"seeds {seeds}; teachers (test %): official "
+                 f"{percentages(r['teacher_accuracy'] for r in official)}, ours "
+                 f"{percentages(r['teacher_accuracy'] for r in ours)}")
+    theirs, mine = seconds_per_iteration(official), seconds_per_iteration(ours)
+    lines.append(f"seconds per training iteration (median over epochs and seeds): official {theirs:.3f}, ours "
+                 f"{mine:.3f}, ratio ours / official {mine / theirs:.2f} ({torch.get_num_threads()} threads each)")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("overrides", nargs="*", help="overrides of our run (data.root=... is required)")
+    parser.add_argument("--official", type=Path, required=True, help="the DAFL/ folder of DAFL's repository")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--json", type=Path, help="write every figure to this file")
+    args = parser.parse_args(argv)
+    scripts = [args.official / name for name in ("teacher-train.py", "DAFL-train.py", "lenet.py")]
+    if missing := [str(s) for s in scripts if not s.is_file()]:
+        raise ConfigError(f"--official must be DAFL's folder: missing {', '.join(missing)}")
+    if args.epochs < 1:
+        parser.error(f"--epochs must be >= 1, got {args.epochs}")
+    cfg = resolve_paths(compose(["dataset=mnist", "tracking=none", *args.overrides]))
+    if cfg.data.root is None:
+        raise ConfigError("set data.root=... to the folder that holds MNIST/raw/ (both sides read it)")
+    official, ours = [], []
+    work = Path(cfg.results_dir) / "dafl_side_by_side"
+    print(f"the official scripts' teachers and logs go to {work}", flush=True)
+    for seed in args.seeds:  # interleaved, so that a slow spell of the machine hits both sides
+        official.append(official_seed(args.official.resolve(), seed, args.epochs, Path(cfg.data.root), work))
+        ours.append(ours_seed(args.overrides, seed, args.epochs))
+    lines = table(official, ours, args.seeds)
+    print("\n".join(lines))
+    if args.json:
+        args.json.write_text(json.dumps({"seeds": args.seeds, "official": official, "ours": ours,
+                                         "table": lines, "threads": torch.get_num_threads()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
