@@ -1,10 +1,23 @@
 """Shared test fixtures."""
 
+import importlib.util
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from dpsd.experiment import privacy_report, run_experiment
+
+TOOLS = Path(__file__).resolve().parents[1] / "tools"
+
+
+def load_tool(name: str):
+    """The module ``tools/<name>.py`` (tools/ is not a package: loaded from its file)."""
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 LEDGER_KEYS = ("eps_claimed", "eps_rigorous", "queries", "delta", "neighbouring")
 

@@ -3,11 +3,9 @@ epochs, accuracies and training seconds it prints are read back (on stand-in scr
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+from conftest import load_tool
 from dpsd.errors import ConfigError
 
 # Stands in for DAFL's scripts: CUDA calls (no GPU here), an Adam before the loop, a test loader over a
@@ -28,11 +26,7 @@ for epoch in range(int(sys.argv[sys.argv.index("--n_epochs") + 1])):
 
 
 def tool():
-    path = Path(__file__).parents[1] / "tools" / "dafl_side_by_side.py"
-    spec = importlib.util.spec_from_file_location("dafl_side_by_side", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("dafl_side_by_side")
 
 
 def test_an_official_script_runs_on_the_cpu_and_its_epochs_are_read_back(tmp_path):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import load_tool
 from dpsd.config import compose
 from dpsd.errors import ConfigError
 from dpsd.experiment import run_experiment
@@ -16,11 +15,7 @@ TINY = ["device=cpu", "++method.iterations=3", "++method.batch_size=16", "model.
 
 
 def tool():
-    path = Path(__file__).parents[1] / "tools" / "generator_labels.py"
-    spec = importlib.util.spec_from_file_location("generator_labels", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("generator_labels")
 
 
 def test_it_labels_the_generated_and_the_real_images_and_scores_the_student_per_class(tmp_path, capsys):

@@ -4,7 +4,6 @@ rule given today's version (tools/retag_code_version.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -14,6 +13,7 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
+from conftest import load_tool
 from dpsd.config import compose
 from dpsd.report.runs import RUN_COLUMNS, read_archive, write_archive
 from dpsd.sweep.store import equivalent_versions, retag_equivalent_runs
@@ -170,9 +170,7 @@ def test_runs_of_todays_method_code_get_todays_method_version_and_others_stay_st
 def test_the_retag_tool_updates_the_store_and_the_archive(tmp_path, monkeypatch, capsys):
     import dpsd.sweep.store as store
 
-    spec = importlib.util.spec_from_file_location("retag", Path(__file__).parents[1] / "tools" / "retag_code_version.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("retag_code_version")
     results = tmp_path / "results"
     results.mkdir()
     client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
