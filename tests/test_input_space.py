@@ -86,3 +86,15 @@ def test_the_historical_convention_keeps_a_cell_s_hash():
     assert config_hash(cfg) == config_hash(OmegaConf.create(without))
     assert config_hash(compose(["model.teacher.input.normalization=mean_std"])) != config_hash(cfg)
     assert config_hash(compose(["model.generator.output=tanh_batchnorm"])) != config_hash(cfg)
+
+
+def test_the_first_convention_leaves_data_and_generators_as_they_were():
+    """minus_one_one (every run recorded before the setting existed) maps nothing: the splits come back as the
+    loader built them and a tanh generator's output is its tanh, so those runs compute what they computed."""
+    from dpsd.data import into_space, load_dataset
+
+    splits = load_dataset("digits")
+    assert into_space(splits, InputSpace()) is splits
+    generator = build_generator(100, 1, 8, 8)
+    assert not generator.to_space
+    assert float(generator(torch.randn(16, 100)).abs().max()) <= 1
