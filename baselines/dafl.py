@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from omegaconf import MISSING, DictConfig
 from torch import Tensor
 
+from dpsd import losses
 from dpsd.data import DataInfo
 from dpsd.methods.base import Method, MethodConfig, RunContext, Trainer, register_method
 from dpsd.models import build_classifier, generator_from_config, generator_trainable, penultimate_features
@@ -65,21 +66,16 @@ def dafl_generator_loss(weights: DictConfig, logits: Tensor, features: Tensor) -
     """DAFL's L_Total = w_oh L_oh + w_ie L_ie + w_a L_a on the teacher's ``logits`` and ``features``.
 
     L_oh: cross-entropy against the teacher's argmax; L_ie: sum_j p_bar_j log p_bar_j of the batch-mean
-    softmax (DAFL-train.py takes log10; ``entropy_log=ln`` the natural log); L_a: -mean |f| over batch and
-    features (``activation_norm=l1_mean``, the code) or -(1/n) sum_i ||f_i||_1 (``l1``, the paper's Eq. (4)).
+    softmax (DPSD Eq. (8)'s terms, :mod:`dpsd.losses`), divided by ln 10 for DAFL-train.py's log10
+    (``entropy_log=ln``: the natural log); L_a: -mean |f| over batch and features (``activation_norm=l1_mean``,
+    the code) or -(1/n) sum_i ||f_i||_1 (``l1``, the paper's Eq. (4)).
     """
-    one_hot = F.cross_entropy(logits, logits.argmax(dim=1))
-    mean = F.softmax(logits, dim=1).mean(dim=0)
-    entropy = (mean * torch.log(mean)).sum() / (math.log(10) if weights.entropy_log == "log10" else 1.0)
+    entropy = losses.information_entropy_loss(logits, "batch_mean")
     magnitude = features.abs().flatten(1)
     activation = -(magnitude.mean() if weights.activation_norm == "l1_mean" else magnitude.sum(dim=1).mean())
-    return weights.onehot * one_hot + weights.entropy * entropy + weights.activation * activation
-
-
-def kd_kl(student_logits: Tensor, teacher_logits: Tensor) -> Tensor:
-    """KL(softmax(teacher) || softmax(student)) at temperature 1, summed over classes, batch mean
-    (DAFL-train.py's ``kdloss``)."""
-    return F.kl_div(F.log_softmax(student_logits, dim=1), F.softmax(teacher_logits, dim=1), reduction="batchmean")
+    return (weights.onehot * losses.one_hot_loss(logits)
+            + weights.entropy * entropy / (math.log(10) if weights.entropy_log == "log10" else 1.0)
+            + weights.activation * activation)
 
 
 def dafl_release(cfg: DictConfig, steps: int) -> UnprotectedRelease:
@@ -116,43 +112,37 @@ class DAFLTrainer(Trainer):
         return self.generator(torch.randn(self.latent_shape, generator=self.rng, device=self.device))
 
     def step(self) -> dict[str, Tensor]:
-        if not self.trains_generator:
-            return self.student_step()
-        method = self.cfg.method
-        images = self.images()
-        features, logits = penultimate_features(self.teacher, images)
-        generator_loss = dafl_generator_loss(method.generator_loss, logits, features)
-        self.generator_opt.zero_grad(set_to_none=True)
-        generator_loss.backward()
-        if method.update_order == "sequential":  # the generator first, then the student on its next batch
-            self.generator_opt.step()
+        """One iteration: the generator's step on L_Total (where there is a generator to train), the student's
+        on KD (KL at temperature 1, batch mean: DAFL-train.py's ``kdloss``), jointly or in sequence."""
+        method, metrics = self.cfg.method, {}
+        images, logits = self.images(), None
+        if self.trains_generator:
+            features, logits = penultimate_features(self.teacher, images)
+            generator_loss = dafl_generator_loss(method.generator_loss, logits, features)
+            self.generator_opt.zero_grad(set_to_none=True)
+            generator_loss.backward()
+            metrics["generator_loss"] = generator_loss.detach()
+            if method.update_order == "sequential":  # the generator first, then the student on its next batch
+                self.generator_opt.step()
+                self.answered(images)
+                images, logits = self.images(), None
+        images = images.detach()
+        if logits is None:
             with torch.no_grad():
-                images = self.images()
                 logits = self.teacher(images)
-            self.ctx.ledger.record(dafl_release(self.cfg, 1))
-            self.queries += len(images)
-        student_loss = kd_kl(self.student(images.detach()), logits.detach())
+        student_loss = losses.kd_loss(self.student(images), F.softmax(logits.detach(), dim=1)).mean()
         self.student_opt.zero_grad(set_to_none=True)
         student_loss.backward()
-        if method.update_order == "joint":
+        if self.trains_generator and method.update_order == "joint":
             self.generator_opt.step()
         self.student_opt.step()
-        self.ctx.ledger.record(dafl_release(self.cfg, 1))
-        self.queries += len(images)
-        return {"student_loss": student_loss.detach(), "generator_loss": generator_loss.detach()}
+        self.answered(images)
+        return {"student_loss": student_loss.detach(), **metrics}
 
-    def student_step(self) -> dict[str, Tensor]:
-        """KD alone, on the images of a generator that is not trained (the noise rung)."""
-        with torch.no_grad():
-            images = self.images()
-            logits = self.teacher(images)
-        student_loss = kd_kl(self.student(images), logits)
-        self.student_opt.zero_grad(set_to_none=True)
-        student_loss.backward()
-        self.student_opt.step()
+    def answered(self, images: Tensor) -> None:
+        """The teacher answered ``images``: one unprotected release of the batch."""
         self.ctx.ledger.record(dafl_release(self.cfg, 1))
         self.queries += len(images)
-        return {"student_loss": student_loss.detach()}
 
     def sample_grid(self) -> Tensor:
         with torch.no_grad():
