@@ -35,7 +35,7 @@ def comparison_rows(spec_path: Path, overrides: Sequence[str] = ()) -> list[dict
     expanded = expand_configs(spec_path, SCALE, overrides)
     client, experiment_id = client_for(resolve_paths(expanded[0][1]))
     rows = []
-    for cell, _ in expanded:
+    for cell, cfg in expanded:
         found = client.search_runs([experiment_id], f"tags.config_hash = '{cell.config_hash}' and "
                                    f"tags.cell_status = '{DONE}' and attributes.status = 'FINISHED'",
                                    order_by=["attributes.start_time DESC"], max_results=1)
@@ -47,13 +47,27 @@ def comparison_rows(spec_path: Path, overrides: Sequence[str] = ()) -> list[dict
             "method": cell.method, "run_id": run.info.run_id,
             "student_accuracy": metrics.get("student_test_accuracy", math.nan),
             "eps_claimed": float(tags.get("eps_claimed", "nan")),
-            "claimed": f"{tags['claimed_notion']}, {tags['claimed_source']}" if tags.get("claimed_source") else "no privacy claimed",
+            "claimed": claim_text(tags, private=cfg.privacy.mode != "none"),
             "eps_rigorous": float(tags.get("eps_rigorous", "nan")),
-            "rigorous": ", ".join(filter(None, [tags.get("neighbouring"), tags.get("accountant")])),
+            "rigorous": ", ".join(filter(None, [_tag(tags, "neighbouring"), _tag(tags, "accountant")])),
             "time_total_s": metrics.get("time_total_s", math.nan),
             "metrics": dict(metrics),
         })
     return rows
+
+
+def _tag(tags: dict[str, str], key: str) -> str:
+    """A run tag, with the ``"None"`` that runs recorded for an absent value read as absent."""
+    value = tags.get(key, "")
+    return "" if value in ("", "None") else value
+
+
+def claim_text(tags: dict[str, str], private: bool) -> str:
+    """What ``eps_claimed`` is a guarantee of: the paper's notion and source, else "non-private" for a
+    cell run without privacy, else "no privacy claimed" (a private method whose paper claims none)."""
+    if _tag(tags, "claimed_source"):
+        return ", ".join(filter(None, (_tag(tags, "claimed_notion"), _tag(tags, "claimed_source"))))
+    return "no privacy claimed" if private else "non-private"
 
 
 def _eps(value: float) -> str:

@@ -161,3 +161,14 @@ def test_the_summary_prints_each_kind_of_unprotected_release_once_with_its_count
     print_summary({"metrics": {"teacher_test_accuracy": 0.99, "student_test_accuracy": 0.8}, "privacy": privacy})
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("uncovered:")]
     assert lines == ["uncovered: pre-training on the teacher", "uncovered: fine-tuning step on the teacher (x40)"]
+
+
+def test_the_quickstart_table_says_non_private_where_runs_recorded_none_tags():
+    """Runs record an absent claim as the tag ``"None"``; the quickstart table must not print it (issue 35)."""
+    from dpsd.quickstart import claim_text
+
+    unclaimed = {"claimed_notion": "None", "claimed_source": "None"}
+    assert claim_text(unclaimed, private=False) == "non-private"
+    assert claim_text(unclaimed, private=True) == "no privacy claimed"
+    claimed = {"claimed_notion": "eps-label-DP per query", "claimed_source": "DPSD Theorem 2"}
+    assert claim_text(claimed, private=True) == "eps-label-DP per query, DPSD Theorem 2"

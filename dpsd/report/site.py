@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+div.scroll { overflow-x: auto; max-width: 100%; }
 table.paper-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 table.paper-table th, table.paper-table td { border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: left; }
 table.paper-table th { background: #eee; }
 p.legend, ol.notes, p.scale { font-size: 0.8em; color: #444; }
 figure { display: inline-block; margin: 0.5em; vertical-align: top; }
-figure img { max-width: 1100px; border: 1px solid #ddd; }
+figure img { max-width: 100%; border: 1px solid #ddd; }
 figcaption { font-size: 0.8em; max-width: 1100px; }
 nav a { margin-right: 0.8em; }
 """.strip()

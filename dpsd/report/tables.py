@@ -1,8 +1,11 @@
 """Paper tables: the reported number (papers.csv) beside the reproduced one (the runs).
 
-Rows follow the paper: every reference row of the table, in the CSV's order, joined to the spec's
-cell groups on (method, dataset, epsilon) (sweeps/README.md); cell groups the paper has no row for
-follow. Each row shows reported / reproduced / difference, both epsilon ledgers, the neighbouring
+Rows follow the paper: every reference row of the table that names one of our methods, in the CSV's
+order, joined to the spec's cell groups on (method, dataset, epsilon) (sweeps/README.md); cell groups the
+paper has no row for follow. Two reference rows that the paper prints with the same number for the same
+cell group (DPSD's "Teacher" and DP-DFD's "Baseline") are one row, both names kept. The paper's rows for
+methods this harness does not implement are no comparison: they go to the table's compact *context*
+(row, dataset, ε, reported, source). Each row shows reported / reproduced / difference, both epsilon ledgers, the neighbouring
 relation eps_rigorous is stated under (rows of one table may differ: the column says so), delta, the
 number of seeds, the mean wall minutes of a run (``time_total_s``) and the code version that recorded the runs, ``STALE`` when it is not this
 checkout's (:mod:`dpsd.version`). A cell with no run shows "—", one whose data files are absent
@@ -28,6 +31,7 @@ from dpsd.version import is_current
 DASH = "—"
 NO_METHOD = "n/a"
 _SWITCH = re.compile(r"(?:^|;)\s*switch:\s*([^;]*)")
+CONTEXT_COLUMNS = ("Row", "Dataset", "ε", "Reported")
 COLUMNS = ("Row", "Cell", "Dataset", "ε (target)", "Reported", "Reproduced", "Difference",
            "ε claimed", "ε rigorous", "Neighbouring", "δ", "Seeds", "Minutes", "Code")
 SCALE_LINES = {
@@ -50,6 +54,7 @@ class PaperTable:
     scale_line: str
     body: pd.DataFrame     # COLUMNS, strings
     notes: list[str] = field(default_factory=list)  # footnotes: the reference rows' sources and notes
+    context: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(CONTEXT_COLUMNS)))
 
 
 def fmt_number(value: float, digits: int = 2) -> str:
@@ -209,7 +214,7 @@ def page_scale_line(specs: Sequence[Spec], scale: str) -> str:
 def paper_table(name: str, feeds: dict, scale_line: str, groups: pd.DataFrame, reference: pd.DataFrame) -> PaperTable:
     """Join the reference rows of ``feeds['id']`` to the spec's cell groups; ``scale_line`` (:func:`scale_line`)
     says what scale they ran at."""
-    rows, notes, matched = [], [], set()
+    rows, notes, matched, context = [], [], {}, []
     for _, ref in reference.iterrows():
         mark = ""
         text = "; ".join(part for part in (ref["source"], ref["note"]) if part)
@@ -217,16 +222,26 @@ def paper_table(name: str, feeds: dict, scale_line: str, groups: pd.DataFrame, r
             if text not in notes:
                 notes.append(text)
             mark = f" [{notes.index(text) + 1}]"
+        if not ref["method"]:
+            context.append({"Row": f"{ref['row']}{mark}", "Dataset": ref["dataset"] or DASH,
+                            "ε": fmt_target(ref["epsilon_value"], DASH), "Reported": ref["value"] or DASH})
+            continue
         candidates = matching_groups(ref, groups)
-        matched.update(candidates.index)
         if candidates.empty:
             rows.append(_row(ref, None, mark))
-        for _, group in candidates.iterrows():
+        for index, group in candidates.iterrows():
+            same = matched.get((index, ref["value"]))
+            if same is not None:  # the same cell and number under another of the papers' names
+                same["Row"] = f"{same['Row']} / {ref['row']}{mark}"
+                continue
             rows.append(_row(ref, group, mark))
+            matched[(index, ref["value"])] = rows[-1]
+    done = {index for index, _ in matched}
     for index, group in groups.iterrows():
-        if index not in matched:
+        if index not in done:
             rows.append(_row(None, group, ""))
     body = pd.DataFrame(rows, columns=list(COLUMNS))
     ids = feeds.get("id", name)
     return PaperTable(name=name, table_id=" + ".join(ids) if isinstance(ids, list) else str(ids), title=str(feeds.get("title", "")),
-                      scale_line=scale_line, body=body, notes=notes)
+                      scale_line=scale_line, body=body, notes=notes,
+                      context=pd.DataFrame(context, columns=list(CONTEXT_COLUMNS)))
