@@ -269,6 +269,7 @@ def cmd_sweep(args: list[str]) -> int:
                         help="run only the cells whose label matches (e.g. 'steps_per_iteration=(1|10) '); "
                              "--dry-run lists the labels")
     _add_trial_resources(parser)
+    _add_archive_choice(parser)
     parser.add_argument("--claim-timeout", type=float, default=CLAIM_TIMEOUT, metavar="SECONDS",
                         help="take over another driver's claim on a cell after this long without its heartbeat "
                              f"(default {CLAIM_TIMEOUT:g})")
@@ -276,7 +277,7 @@ def cmd_sweep(args: list[str]) -> int:
     scale, overrides = split_scale(parsed.overrides)
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
                         parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout,
-                        rerun_stale=parsed.rerun_stale, match=parsed.match)
+                        rerun_stale=parsed.rerun_stale, match=parsed.match, archive=_archive(parsed))
     print(format_summary(summary, parsed.dry_run))
     return 1 if summary["failed"] else 0
 
@@ -293,6 +294,25 @@ def _report_parser(command: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _add_archive_choice(parser: argparse.ArgumentParser) -> None:
+    from dpsd.sweep.store import DEFAULT_ARCHIVE
+
+    parser.add_argument("--no-archive", action="store_true",
+                        help=f"read the MLflow store alone (default: also the runs archive {DEFAULT_ARCHIVE}, where it "
+                             "exists, so a fresh checkout sees what it holds)")
+
+
+def _archive(parsed: argparse.Namespace) -> Path | None:
+    """The runs archive a command reads: ``--archive CSV``, else the default where it exists, else none
+    (``--no-archive``)."""
+    from dpsd.sweep.store import DEFAULT_ARCHIVE
+
+    if parsed.no_archive:
+        return None
+    chosen = getattr(parsed, "archive", None)
+    return Path(chosen) if chosen else DEFAULT_ARCHIVE
+
+
 def _overrides_after_only(parsed: argparse.Namespace) -> list[str]:
     """``--only a b key=value``: spec names have no "=", so overrides after ``--only`` are overrides."""
     overrides = [name for name in parsed.only if "=" in name]
@@ -306,14 +326,21 @@ def cmd_report(args: list[str]) -> None:
 
     parser = _report_parser("report", "render every spec's tables and figures from the runs")
     parser.add_argument("--markdown", metavar="PATH",
-                        help="also write the table, ladder and query-budget sections as Markdown (e.g. results/what_reproduces.md)")
+                        help="also write the table, ladder and query-budget sections as Markdown (e.g. results/ladder.md)")
     parser.add_argument("--archive", metavar="CSV",
                         help="a runs archive tracked in git (e.g. results/runs.csv): read beside the MLflow store, "
-                             "then rewritten with every run the report read, so its numbers outlive the store")
+                             "then rewritten with every run the report read, so its numbers outlive the store "
+                             "(without it the default archive is read, never written)")
+    parser.add_argument("--title", help="the --markdown page's title (default: its one spec's title)")
+    parser.add_argument("--readme", metavar="PATH",
+                        help="splice the verdict table and the frontier figure into PATH between its "
+                             "'<!-- verdict -->' and '<!-- /verdict -->' lines (README.md; needs the headline spec)")
+    _add_archive_choice(parser)
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
     index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out,
-                          parsed.markdown, parsed.archive)
+                          parsed.markdown, _archive(parsed), update_archive=bool(parsed.archive),
+                          title=parsed.title, readme=parsed.readme)
     print(f"report: {index}")
 
 
@@ -328,10 +355,12 @@ def cmd_reproduce(args: list[str]) -> int:
                         help="also re-run cells recorded by other code versions (default: listed and marked STALE only)")
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
     _add_trial_resources(parser)
+    _add_archive_choice(parser)
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
     result = reproduce(scale, parsed.only, parsed.dry_run, overrides, parsed.specs, parsed.reference, parsed.out,
-                       parsed.address, parsed.rerun_stale, parsed.cpus_per_trial, parsed.gpus_per_trial)
+                       parsed.address, parsed.rerun_stale, parsed.cpus_per_trial, parsed.gpus_per_trial,
+                       archive=_archive(parsed))
     for summary in result["sweeps"]:
         print(format_summary(summary, parsed.dry_run))
     for name in result["on_demand"]:

@@ -26,14 +26,15 @@ def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = Fa
               overrides: Sequence[str] = (), specs_dir: Path = DEFAULT_SPECS,
               reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
               address: str | None = None, rerun_stale: bool = False, cpus_per_trial: float | None = None,
-              gpus_per_trial: float | None = None) -> dict[str, Any]:
+              gpus_per_trial: float | None = None, archive: Path | None = None) -> dict[str, Any]:
     """The sweeps of ``only`` (default: every spec in ``specs_dir``) at ``scale``, then the report
     over the same specs; returns the sweeps' summaries, the on-demand specs left out (their names) and
-    the index path (None on a dry run)."""
+    the index path (None on a dry run). ``archive``: a runs archive read beside the store (the
+    quickstart passes none: it shows what this machine ran)."""
     paths = spec_paths(specs_dir, only)
     on_demand = [] if only else [path for path in paths if load_spec(path).on_demand]
     summaries = run_sweeps([path for path in paths if path not in on_demand], scale=scale, overrides=list(overrides),
                            address=address, dry_run=dry_run, cpus_per_trial=cpus_per_trial,
-                           gpus_per_trial=gpus_per_trial, rerun_stale=rerun_stale)
-    index = None if dry_run else render_report(paths, scale, overrides, reference_csv, out)
+                           gpus_per_trial=gpus_per_trial, rerun_stale=rerun_stale, archive=archive)
+    index = None if dry_run else render_report(paths, scale, overrides, reference_csv, out, archive=archive)
     return {"sweeps": summaries, "on_demand": [load_spec(path).name for path in on_demand], "index": index}

@@ -128,9 +128,10 @@ def test_the_markdown_page_carries_each_specs_table_with_both_ledgers(study, tmp
     render_report([root / "sweeps" / "tiny_curve.yaml"], "smoke", study["overrides"], root / "papers.csv",
                   tmp_path / "reports", page)
     text = page.read_text()
-    assert text.startswith("# What reproduces so far")
+    assert text.startswith("# DPSD on digits\n")  # the page's title is its spec's (one title per question)
     assert (tmp_path / "reports" / "tables" / "tiny_curve.md").read_text() in text  # the table's own Markdown, whole
-    header, *rows = table_rows(text)
+    assert text.index("## Setting vs paper") < text.index("## Tiny Table")  # the section opens with its setting
+    header, *rows = table_rows(text.split("## Tiny Table", 1)[1])
     assert "ε claimed" in header and "ε rigorous" in header
     # each cell's "Reproduced" is the mean over its seeds' accuracies
     by_cell: dict[str, list[float]] = {}
@@ -214,7 +215,7 @@ def test_curve_png_is_written_and_the_report_command_renders_identical_files_aga
     with Image.open(report / "figures" / "tiny_sensitivity.png") as image:
         assert image.size[1] > 700  # accuracy above, both ε ledgers below
     root, again = study["root"], study["root"] / "again"
-    assert main(["report", "--specs", str(root / "sweeps"), "--reference", str(root / "papers.csv"),
+    assert main(["report", "--no-archive", "--specs", str(root / "sweeps"), "--reference", str(root / "papers.csv"),
                  "--out", str(again), *study["overrides"]]) == 0
     assert str(again / "index.html") in capsys.readouterr().out
     names = sorted(p.relative_to(report) for p in report.rglob("*") if p.is_file())
@@ -270,7 +271,7 @@ def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing
     (tmp_path / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)
     (tmp_path / "papers.csv").write_text(REFERENCE)
     args = ["--specs", str(tmp_path / "sweeps"), "--reference", str(tmp_path / "papers.csv"),
-            "--out", str(tmp_path / "reports"), f"results_dir={tmp_path / 'results'}"]
+            "--out", str(tmp_path / "reports"), "--no-archive", f"results_dir={tmp_path / 'results'}"]
     assert main(["reproduce", "--dry-run", *args]) == 0
     assert "to run: 1" in capsys.readouterr().out and not (tmp_path / "reports").exists()
     assert main(["reproduce", *args]) == 0

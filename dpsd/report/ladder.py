@@ -41,7 +41,7 @@ LOSS = {
     "R4": "the mechanism's structure (top-k, normalisation, output step, the label prior)",
     "R5": "the noise",
 }
-COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Drop (points)", "ε claimed", "ε rigorous",
+COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Change (points)", "ε claimed", "ε rigorous",
            "Queries", "Seeds")
 VARIANTS = (("privacy.rr_prior", "topk"), ("method.output_step_scale", "paper"), ("method.warm_start_steps", 0))  # switches whose non-default value is a labelled variant
 # Switches that swap or take out one part of a method's loop (the paper's own ablations, e.g. DGD's Fig. 7): a run
@@ -164,19 +164,20 @@ def _queries(row: pd.Series) -> str:
 
 
 def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of the ladder; ``Drop`` is the best run of the rung above minus this run (for an
-    ablation run: the best run of its own rung minus it, what the ablation changes)."""
+    """One row per run of the ladder; ``Change`` is this run minus the best run of the rung above
+    (negative: accuracy lost; for an ablation run: against the best run of its own rung, what the
+    ablation changes)."""
     body = []
     for (_, row), swapped in zip(rows.iterrows(), _ablations(rows)):
         above = row["rung"] if swapped else f"R{int(row['rung'][1]) - 1}" if row["rung"] != "R0" else None
         reference = _best(rows, above) if above else math.nan
         run = row["status"] == RUN
-        drop = reference - row["accuracy"] if run and not math.isnan(reference) else math.nan
+        change = row["accuracy"] - reference if run and not math.isnan(reference) else math.nan
         private = row["rung"] in ("R4", "R5")
         body.append({
             "Ladder": name, "Rung": row["rung"], "What": row["what"], "Setting": row["setting"] or DASH,
             "Accuracy (%)": fmt_number(row["accuracy"]) if run else row["status"],
-            "Drop (points)": DASH if math.isnan(drop) else f"{drop:+.2f}",
+            "Change (points)": DASH if math.isnan(change) else f"{change:+.2f}",
             "ε claimed": fmt_eps(row["eps_claimed"]) if run and private else ("∞" if run else DASH),
             "ε rigorous": fmt_eps(row["eps_rigorous"]) if run and private else ("∞" if run else DASH),
             "Queries": _queries(row) if run and row["rung"] != "R0" else DASH,  # the teacher answers none
@@ -286,9 +287,10 @@ def ladder_figure(name: str, rows: pd.DataFrame, caption: str, path: Path) -> Pa
 
 
 def query_table(groups: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: ladder, rung, teacher queries made, accuracy and both ledgers."""
+    """One row per run: ladder, rung, teacher queries made, accuracy and both ledgers; sorted by method,
+    rung and the axis (steps per iteration, i.e. queries), cells not run last within their rung."""
     frame = annotate(groups)
-    rows = []
+    rows, keys = [], []
     names = frame["ladder"].fillna(frame["base_method"])  # R0-R3 have no ladder of their own: the method names them
     for (_, row), name in zip(frame.iterrows(), names):
         run = row["status"] == RUN
@@ -300,7 +302,9 @@ def query_table(groups: pd.DataFrame) -> pd.DataFrame:
             "ε claimed": fmt_eps(row["eps_claimed"]) if run else DASH,
             "ε rigorous": fmt_eps(row["eps_rigorous"]) if run else DASH,
         })
-    return pd.DataFrame(rows)
+        keys.append((str(name), str(row["rung"]), float(row["config"].method.get("steps_per_iteration", 1))))
+    order = sorted(range(len(rows)), key=keys.__getitem__)
+    return pd.DataFrame([rows[i] for i in order], columns=list(rows[0]) if rows else None)
 
 
 def query_figure(groups: pd.DataFrame, caption: str, path: Path) -> Path:

@@ -10,7 +10,10 @@ as hollow markers), kind ``sensitivity`` the same against ``feeds.x`` (β, σ, k
 
 from __future__ import annotations
 
+import html
 import re
+import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Sequence
@@ -20,13 +23,15 @@ from omegaconf import DictConfig
 
 from dpsd.config import compose, resolve_paths
 from dpsd.errors import ConfigError
-from dpsd.report import figures, formats, ladder, site
+from dpsd.report import figures, formats, ladder, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
-from dpsd.report.runs import load_runs, write_archive
+from dpsd.report.settings import load_settings, settings_block
+from dpsd.report.runs import load_history, latest_per_cell, write_archive
 from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
 from dpsd.sweep.spec import Spec, expand_configs, load_spec
+from dpsd.sweep.store import DEFAULT_ARCHIVE
 from dpsd.tracking import tracking_uri
 
 DEFAULT_SPECS = Path("sweeps")
@@ -92,7 +97,7 @@ def reference_rows(reference, feeds: dict, name: str):
 
 
 def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, reference, out: Path,
-                uri: str, scoreboard: Scoreboard | None = None) -> site.Section:
+                uri: str, scoreboard: Scoreboard | None = None, settings=None) -> site.Section:
     """One spec's table, figure and sample grids; returns its part of the index."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
@@ -111,7 +116,8 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     section = site.Section(name=spec.name, heading=f"{spec.name} ({', '.join(filter(None, (kind, spec.paper)))})",
                            summary=_summary(groups), table_html=formats.to_html(table),
                            links=[(f"tables/{spec.name}.{s}", s.upper()) for s in ("md", "tex", "html")],
-                           markdown=formats.to_markdown(table))  # a ladder or query budget writes its own
+                           markdown=formats.to_markdown(table),  # a ladder or query budget writes its own
+                           finished=int((groups["status"] == RUN).sum()) if len(groups) else 0)
     caption = f"{formats.caption(table)}. δ = {figures.deltas(groups)}; {table.scale_line}."
     if kind in ("curve", "sensitivity") and len(groups):
         x_key = str(feeds.get("x", "privacy.epsilon"))
@@ -125,6 +131,14 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         _render_ladders(spec, groups, table.scale_line, out, section)
     if kind == "query_budget" and len(groups):
         _render_query_budget(spec, groups, table.scale_line, out, section)
+    block = settings_block(groups, settings) if settings is not None and kind != "samples" else ""
+    if block:  # the section opens with what the paper states beside what our cells ran with
+        section.markdown = "\n".join([f"## Setting vs paper: {spec.feeds.get('title', spec.name)}", "", block, "",
+                                      section.markdown])
+        section.table_html = f'<details><summary>Setting vs paper</summary><pre>{html.escape(block)}</pre></details>' \
+            + section.table_html
+    if feeds.get("frontier") and len(groups):
+        _render_verdict(spec, groups, refs, table.scale_line, out, section)
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
@@ -133,6 +147,24 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
                 section.figures.append((target.relative_to(out).as_posix(),
                                         f"{label}: synthetic samples of the first seed's run ({table.scale_line})"))
     return section
+
+
+LADDER_PAGE = "results/ladder.md"  # the page README's verdict links a method's section on
+
+
+def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, section: site.Section) -> None:
+    """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG) and the verdict table, kept as the
+    section's ``verdict`` block for ``--readme``."""
+    caption = (f"{spec.feeds.get('title', spec.name)}; {scale_line}. Points: mean over seeds (error bars: sample "
+               f"std); ∞ at the right edge: a release no mechanism covers, or no privacy.")
+    paths = verdict.save_frontier(verdict.frontier_figure(groups, refs, caption), out / "figures",
+                                  f"{spec.name}_frontier")
+    section.figures.append((paths[0].relative_to(out).as_posix(), caption))
+    section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
+    rows = verdict.verdict_rows(refs, groups, LADDER_PAGE)
+    section.verdict = "\n".join([
+        f"*{scale_line}.*", "", verdict.verdict_markdown(rows, "the runs archived in results/runs.csv"), "",
+        f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
 
 
 def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: site.Section) -> None:
@@ -165,50 +197,73 @@ def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section
 
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
                   reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
-                  markdown: Path | None = None, archive: Path | None = None) -> Path:
+                  markdown: Path | None = None, archive: Path | None = None, update_archive: bool = False,
+                  title: str | None = None, readme: Path | None = None) -> Path:
     """Render every spec in ``specs`` for ``scale`` and write ``out/index.html``; returns its path.
 
     ``overrides`` are those the sweeps ran with (they decide the cells' config hashes and where the
     MLflow store is: ``results_dir``, ``tracking.uri``, ``tracking.experiment``). ``markdown``: also
-    write the table, ladder and query-budget sections as one Markdown file there (README's "What reproduces
-    so far" links it), its figure links relative to ``out``. ``archive``: a runs archive CSV (tracked in
-    git) read beside the store and rewritten with the merged runs, so the numbers outlive the store.
+    write the table, ladder and query-budget sections as one Markdown page there, titled ``title`` (default:
+    its specs' titles), its figure links relative to ``out``. ``archive``: a runs archive CSV (tracked in
+    git) read beside the store, so a fresh checkout renders what it holds; ``update_archive``: rewrite it
+    with every run the report read, so the numbers outlive the store. ``readme``: splice the verdict
+    table and frontier figure of the spec with ``feeds.frontier`` into that file (:func:`verdict.splice`).
+    A spec whose cells have no run at all is rendered, and said so on stderr with the command that fills it.
     """
     loaded = [load_spec(path) for path in specs]  # a bad spec name stops before anything is composed
     cfg: DictConfig = resolve_paths(compose(list(overrides)))
     uri = tracking_uri(cfg)
-    runs = load_runs(uri, str(cfg.tracking.experiment), None if archive is None else Path(archive))
-    if archive is not None:
-        write_archive(runs, Path(archive))
+    archive = Path(archive) if archive is not None else None
+    history = load_history(uri, str(cfg.tracking.experiment), archive if archive and archive.exists() else None)
+    runs = latest_per_cell(history) if len(history) else history.set_index("config_hash")
+    if archive is not None and update_archive:
+        known = {cell.config_hash: " ".join(cell.overrides) for spec in loaded
+                 for cell, _ in expand_configs(spec, scale, list(overrides))}
+        write_archive(history, archive, known)
     reference = load_reference(Path(reference_csv))
     out = Path(out)
     scoreboard = Scoreboard()
-    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard) for spec in loaded]
+    settings = load_settings()
+    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings) for spec in loaded]
+    read = f"{uri}" + (f" or {archive}" if archive is not None and archive.exists() else "")
+    for spec, section in zip(loaded, sections):
+        if not section.finished:
+            print(f"warning: spec {spec.name}: no cell has a finished run in {read}, so its tables are empty; "
+                  f"fill them with `{' '.join(['dpsd sweep', spec.name, f'scale={scale}', *overrides])}`",
+                  file=sys.stderr)
     intro = [f"Scale: {scale} — {page_scale_line(loaded, scale)}.",
              f"Reproduced numbers: MLflow runs in {uri} (experiment {cfg.tracking.experiment!r}); reported numbers: "
              f"{reference_csv}. No number on this page is typed by hand."]
-    if archive is not None:
-        intro.insert(2, f"Runs archived in {archive} (read beside the store, then rewritten with the merged runs).")
+    if archive is not None and archive.exists():
+        intro.insert(2, f"Runs archived in {archive} (read beside the store"
+                        + (", then rewritten with the merged runs)." if update_archive else ")."))
     if markdown is not None:
-        _write_markdown(Path(markdown), out, intro, sections)
+        page_title = title or "; ".join(str(spec.feeds.get("title", spec.name)) for spec in loaded)
+        _write_markdown(Path(markdown), out, intro, sections, page_title)
+    if readme is not None:
+        blocks = [section.verdict for section in sections if section.verdict]
+        if not blocks:
+            raise ConfigError("--readme needs a spec with feeds.frontier (the headline: --only headline) and its runs")
+        for source in sorted((out / "figures").glob("*_frontier.*")):
+            target = Path(readme).parent / "results" / "figures" / source.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        verdict.splice(Path(readme), blocks[0])
     board = scoreboard.html(scale, {section.name for section in sections})
     return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections, board))
 
 
-def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site.Section]) -> Path:
+def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site.Section], title: str) -> Path:
     """The sections' Markdown beside a ``figures/`` folder of its own: each figure it links is copied
     there from ``out/figures`` (``reports/`` is not tracked; ``results/`` is, so the links work in the
     repository)."""
-    import re
-    import shutil
-
     body = [section.markdown for section in sections if section.markdown]
     for name in sorted({m for text in body for m in re.findall(r"\]\(figures/([^)]+)\)", text)}):
         source, target = out / "figures" / name, path.parent / "figures" / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if not (target.exists() and target.samefile(source)):  # a page written inside ``out`` links its figures there
             shutil.copyfile(source, target)
-    head = ["# What reproduces so far", "", "Generated by `dpsd report --markdown` from the tracked runs; do not edit.", "",
+    head = [f"# {title}", "", "Generated by `dpsd report --markdown` from the tracked runs; do not edit.", "",
             *[f"{line}  " for line in intro], ""]
     if not body:
         body = ["No table, ladder or query-budget spec was rendered."]

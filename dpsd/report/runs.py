@@ -6,8 +6,13 @@ trial runs (those tagged ``config_hash``) are read, found by that hash and not b
 ``cell_status=done`` wins; a ``cell_status=data_absent`` marker counts only when there is none.
 
 An MLflow store is a file beside the checkout, and a lost machine loses it. The *runs archive* (a CSV
-tracked in git, ``results/runs.csv``) keeps the rows a report read: :func:`load_runs` merges it with the
-store under the same rule, and :func:`write_archive` writes the merged rows back.
+tracked in git, ``results/runs.csv``, read by default when it exists) keeps every completed run a report
+read, current or not: :func:`load_history` merges it with the store, :func:`load_runs` keeps one current
+run per cell under the rule above, and :func:`write_archive` writes the history back with a
+``superseded`` flag on every run that is not its cell's current one (never silently mixed: a table reads
+only current rows) and the cell's full ``overrides`` where a rendered spec names the cell.
+Accuracies in the archive and every table are percent; the runs' own metrics and ``--json`` summaries
+keep MLflow's fractions (``metrics.student_test_accuracy``), as docs/reproducing.md says.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ RUN_COLUMNS = ("config_hash", "run_id", "status", "cell_status", "sweep", "cell"
                "artifact_uri", "accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta",
                "neighbouring", "code_version")
 FLOAT_COLUMNS = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
+HISTORY_COLUMNS = ("superseded", "overrides")  # written by write_archive; absent from archives written before
 
 
 def _float(value: object) -> float:
@@ -44,7 +50,7 @@ def _epsilon(frame: pd.DataFrame, key: str) -> pd.Series:
 
 
 def normalise(raw: pd.DataFrame) -> pd.DataFrame:
-    """``search_runs`` columns -> one row per config hash with the figures a report shows.
+    """``search_runs`` columns -> one row per completed run (or data-absent marker) with the figures a report shows.
 
     ``accuracy`` and ``teacher_accuracy`` are percentages (the runs log fractions); the ``metrics.*``
     columns are kept for reference rows whose metric is not accuracy.
@@ -76,15 +82,21 @@ def normalise(raw: pd.DataFrame) -> pd.DataFrame:
     for name in runs.columns:
         if name.startswith("metrics."):
             out[name] = runs[name]
-    return latest_per_cell(out)
+    return _kept(out)
+
+
+def _kept(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows a report can read: completed runs and ``data_absent`` markers (claims, failures and
+    runs still going are the sweep's business)."""
+    completed = (runs["status"] == "FINISHED") & (runs["cell_status"] == "done")
+    return runs[completed | (runs["cell_status"] == "data_absent")]
 
 
 def latest_per_cell(runs: pd.DataFrame) -> pd.DataFrame:
     """Rows with a ``config_hash`` column -> one per hash, indexed by it: the latest completed run, else
     the latest ``data_absent`` marker; every other row is dropped."""
     completed = (runs["status"] == "FINISHED") & (runs["cell_status"] == "done")
-    absent = runs["cell_status"] == "data_absent"
-    out = runs[completed | absent].assign(_rank=completed.astype(int))
+    out = _kept(runs).assign(_rank=completed.astype(int))
     out = out.sort_values(["config_hash", "_rank", "start_time", "run_id"])
     return out.drop_duplicates("config_hash", keep="last").drop(columns="_rank").set_index("config_hash")
 
@@ -99,32 +111,60 @@ def read_archive(path: Path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: not a runs archive (no column {', '.join(missing)}); dpsd report --archive writes one")
     frame["start_time"] = pd.to_datetime(frame["start_time"], utc=True, format="ISO8601")
+    frame = frame.drop(columns=[c for c in HISTORY_COLUMNS if c in frame.columns])  # recomputed on every write
     for name in [*FLOAT_COLUMNS, *(c for c in frame.columns if c.startswith("metrics."))]:
         frame[name] = pd.to_numeric(frame[name], errors="coerce")
     return frame
 
 
-def write_archive(runs: pd.DataFrame, path: Path) -> Path:
-    """Write :func:`load_runs`'s rows to ``path`` as CSV, one row per cell in hash order (stable diffs)."""
+def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | None = None) -> Path:
+    """Write runs (:func:`load_history`'s, or one per cell) to ``path`` as CSV in hash then time order
+    (stable diffs): every run once, ``superseded`` true on each that is not its cell's current run
+    (:func:`latest_per_cell`), and ``overrides``, the cell's full overrides by config hash, where given
+    (else what the archive held)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame = runs.reset_index().sort_values("config_hash")
-    frame = frame[[*RUN_COLUMNS, *sorted(c for c in frame.columns if c.startswith("metrics."))]]
+    frame = runs.reset_index() if "config_hash" not in runs.columns else runs.copy()
+    frame = frame.drop_duplicates("run_id", keep="last")
+    current = set(latest_per_cell(frame)["run_id"]) if len(frame) else set()
+    previous = _previous_overrides(path)
+    known = {**previous, **(overrides or {})}
+    frame = frame.assign(superseded=~frame["run_id"].isin(current),
+                         overrides=frame["config_hash"].map(lambda h: known.get(h, "")))
+    frame = frame.sort_values(["config_hash", "start_time", "run_id"])
+    frame = frame[[*RUN_COLUMNS, *HISTORY_COLUMNS, *sorted(c for c in frame.columns if c.startswith("metrics."))]]
     frame.assign(start_time=frame["start_time"].map(lambda t: t.isoformat())).to_csv(path, index=False)
     return path
 
 
-def load_runs(tracking_uri: str, experiment: str, archive: Path | None = None) -> pd.DataFrame:
-    """Every sweep cell's run in the experiment and in the runs ``archive`` (if given), indexed by config
-    hash (empty if none); for a hash in both, the later completed run wins."""
+def _previous_overrides(path: Path) -> dict[str, str]:
+    """The ``overrides`` an archive already holds, by config hash (cells no spec renders keep theirs)."""
+    if not path.exists():
+        return {}
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if "overrides" not in frame.columns:
+        return {}
+    return {h: o for h, o in zip(frame["config_hash"], frame["overrides"]) if o}
+
+
+def load_history(tracking_uri: str, experiment: str, archive: Path | None = None) -> pd.DataFrame:
+    """Every completed run (and data-absent marker) of the experiment and of the runs ``archive`` (if
+    given), each run once (the store's copy wins), not indexed."""
     client = mlflow.MlflowClient(tracking_uri)
     found = client.get_experiment_by_name(experiment)
     raw = pd.DataFrame()
     if found is not None:
         mlflow.set_tracking_uri(tracking_uri)
         raw = mlflow.search_runs(experiment_ids=[found.experiment_id], output_format="pandas")
-    stored = normalise(raw)
-    if archive is None:
+    stored = normalise(raw).reset_index(drop=True)
+    archived = read_archive(archive) if archive is not None else pd.DataFrame(columns=RUN_COLUMNS)
+    frames = [frame for frame in (_kept(archived), stored) if not frame.empty]
+    if not frames:
         return stored
-    archived = read_archive(archive)
-    frames = [frame for frame in (archived, stored.reset_index()) if not frame.empty]
-    return latest_per_cell(pd.concat(frames, ignore_index=True)) if frames else stored
+    return pd.concat(frames, ignore_index=True).drop_duplicates("run_id", keep="last").reset_index(drop=True)
+
+
+def load_runs(tracking_uri: str, experiment: str, archive: Path | None = None) -> pd.DataFrame:
+    """Every sweep cell's current run in the experiment and in the runs ``archive`` (if given), indexed by
+    config hash (empty if none); for a hash in both, the later completed run wins."""
+    history = load_history(tracking_uri, experiment, archive)
+    return latest_per_cell(history) if len(history) else history.set_index("config_hash")

@@ -45,6 +45,8 @@ class Section:
     figures: list[tuple[str, str]] = field(default_factory=list)   # (relative path, caption)
     links: list[tuple[str, str]] = field(default_factory=list)     # (relative path, text)
     markdown: str = ""  # the section of ``dpsd report --markdown`` (table, ladder and query-budget specs)
+    finished: int = 0   # cell groups with a finished run (0: the section's tables are empty)
+    verdict: str = ""   # a spec with ``feeds.frontier``: the verdict table and frontier figure (README's block)
 
 
 def page(title: str, body: str, script: str = "") -> str:

@@ -41,8 +41,8 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError, Fault
 from dpsd.sweep.spec import Cell, Spec, expand_configs, load_spec
-from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags, claim_cell, client_for,
-                              failed_cells, finished_by, heartbeat, is_done, live_claims, parent_run,
+from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_versions, cell_tags,
+                              claim_cell, client_for, failed_cells, merged_versions, finished_by, heartbeat, is_done, live_claims, parent_run,
                               record_data_absent, record_failure, recorded_hashes, recorded_versions, release_claim,
                               cell_state)
 from dpsd.version import method_code_version
@@ -342,7 +342,7 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
               address: str | None = None, dry_run: bool = False,
               cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
               claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False,
-              match: str | None = None) -> dict[str, Any]:
+              match: str | None = None, archive: Path | None = None) -> dict[str, Any]:
     """Run every cell of a spec that has no FINISHED run yet; returns what was done, ran, skipped,
     was stale, had absent data or failed (lists of cell labels, ``failure_reasons`` by label) and
     ``cells`` (label, config_hash, status).
@@ -354,16 +354,18 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
     next run) and to run (and those whose data cannot be found here). ``claim_timeout``: seconds
     without a heartbeat after which another driver's claim on a cell is taken over. ``match`` (a
     regular expression): only the cells whose label it matches (``re.search``) run; the others that
-    would have run are listed as ``left_out``."""
+    would have run are listed as ``left_out``. ``archive``: a runs archive (the CLI passes results/runs.csv
+    unless ``--no-archive``) whose completed runs count as the store's would, so a fresh checkout does not
+    re-run what the archive holds; None: the store alone."""
     return run_sweeps([spec_path], scale, overrides, address, dry_run, cpus_per_trial, gpus_per_trial,
-                      claim_timeout, rerun_stale, match)[0]
+                      claim_timeout, rerun_stale, match, archive)[0]
 
 
 def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", overrides: Sequence[str] = (),
                address: str | None = None, dry_run: bool = False,
                cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
                claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False,
-               match: str | None = None) -> list[dict[str, Any]]:
+               match: str | None = None, archive: Path | None = None) -> list[dict[str, Any]]:
     """:func:`run_sweep` for several specs at once (``dpsd reproduce``): one summary per spec, in order.
 
     Every spec's pending cells run in one Ray session as one Tune experiment, so a spec's last cell
@@ -372,7 +374,9 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     under the first spec's parent run; the others list it as done."""
     datasets: dict[str, str | None] = {}  # which datasets load here, found once for every spec
     pattern = cell_pattern(match)
-    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale, datasets, pattern) for path in spec_paths]
+    archived = archived_versions(archive)
+    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale, datasets, pattern, archived)
+             for path in spec_paths]
     if dry_run:
         for plan in plans:
             plan.status.update({c.config_hash: "failed" for c, _ in plan.pending if c.label in plan.reasons})
@@ -410,7 +414,8 @@ def cell_pattern(match: str | None) -> re.Pattern | None:
 
 
 def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], address: str | None, dry_run: bool,
-          rerun_stale: bool, datasets: dict[str, str | None], pattern: re.Pattern | None = None) -> SweepPlan:
+          rerun_stale: bool, datasets: dict[str, str | None], pattern: re.Pattern | None = None,
+          archived: dict[str, set[str]] | None = None) -> SweepPlan:
     """Expand a spec, check its cells, ask MLflow which are done, stale or failed before, find absent
     data (recorded as such unless ``dry_run``), leave out the cells ``pattern`` does not match: what
     :func:`run_sweeps` runs."""
@@ -430,7 +435,7 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
         validate(cfg)
     check_tracking(sweep_cfg)
     client, experiment_id = client_for(sweep_cfg)
-    versions = recorded_versions(client, experiment_id)
+    versions = merged_versions(recorded_versions(client, experiment_id), archived or {})
     current = {method: method_code_version(method) for method in sorted({c.method for c in cells})}
     failed_before = failed_cells(client, experiment_id)
     summary: dict[str, Any] = {"spec": spec.name, "scale": scale, "tracking_uri": client.tracking_uri,

@@ -14,6 +14,9 @@ cell's result is logged into (``done``, FINISHED) or its failure (``failed`` wit
 
 from __future__ import annotations
 
+import csv
+from pathlib import Path
+
 import json
 import random
 import threading
@@ -63,6 +66,32 @@ def recorded_versions(client, experiment_id: str) -> dict[str, set[str]]:
         if "config_hash" in run.data.tags:
             versions.setdefault(run.data.tags["config_hash"], set()).add(run.data.tags.get(METHOD_CODE_VERSION, ""))
     return versions
+
+
+DEFAULT_ARCHIVE = Path("results/runs.csv")
+"""The runs archive tracked in git (dpsd.report.runs): read by default where it exists."""
+
+
+def archived_versions(path: Path | None) -> dict[str, set[str]]:
+    """``config_hash -> method code versions`` of the completed runs in a runs archive (none without the
+    file), so a fresh checkout's sweep counts what the archive holds as done, or stale, as the store would."""
+    if path is None or not Path(path).is_file():
+        return {}
+    versions: dict[str, set[str]] = {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            if row.get("status") == "FINISHED" and row.get("cell_status") == DONE and row.get("config_hash"):
+                versions.setdefault(row["config_hash"], set()).add(row.get("code_version", ""))
+    return versions
+
+
+def merged_versions(*sources: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The union of several ``config_hash -> versions`` maps."""
+    out: dict[str, set[str]] = {}
+    for source in sources:
+        for digest, versions in source.items():
+            out.setdefault(digest, set()).update(versions)
+    return out
 
 
 def finished_by(client, experiment_id: str, owner: str) -> set[str]:

@@ -1,0 +1,40 @@
+"""The runs archive keeps every completed run once, flags the superseded ones, names each cell's overrides,
+and counts as done for a sweep on a fresh checkout (issue 35 items 4 and 5)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from dpsd.report.runs import RUN_COLUMNS, latest_per_cell, read_archive, write_archive
+from dpsd.sweep.store import archived_versions, cell_state, merged_versions
+
+
+def _run(run_id: str, digest: str, start: str, accuracy: float, version: str = "0.1.0+dpsd.abc") -> dict:
+    row = {column: "" for column in RUN_COLUMNS}
+    row.update(config_hash=digest, run_id=run_id, status="FINISHED", cell_status="done", cell="method=dpsd seed=0",
+               start_time=pd.Timestamp(start, tz="UTC"), accuracy=accuracy, code_version=version)
+    return row
+
+
+def test_the_archive_keeps_older_runs_flagged_superseded_and_the_cells_overrides(tmp_path):
+    runs = pd.DataFrame([_run("old", "h1", "2026-01-01", 91.12), _run("new", "h1", "2026-02-01", 80.0),
+                         _run("only", "h2", "2026-01-05", 50.0)])
+    path = write_archive(runs, tmp_path / "runs.csv", {"h1": "dataset=mnist method=dpsd seed=0"})
+    raw = pd.read_csv(path, keep_default_na=False)
+    assert dict(zip(raw["run_id"], raw["superseded"])) == {"old": True, "new": False, "only": False}
+    assert dict(zip(raw["run_id"], raw["overrides"]))["old"] == "dataset=mnist method=dpsd seed=0"
+    current = latest_per_cell(read_archive(path))
+    assert current.loc["h1", "accuracy"] == 80.0 and len(current) == 2  # tables read only the current run
+    # rewriting without the overrides keeps those the archive held
+    write_archive(read_archive(path), path)
+    assert pd.read_csv(path, keep_default_na=False)["overrides"].tolist().count("dataset=mnist method=dpsd seed=0") == 2
+
+
+def test_a_fresh_checkouts_sweep_counts_archived_cells_as_done_or_stale(tmp_path):
+    path = write_archive(pd.DataFrame([_run("a", "h1", "2026-01-01", 90.0, "v1"), _run("b", "h2", "2026-01-01", 9.0, "v0")]),
+                         tmp_path / "runs.csv")
+    versions = merged_versions({}, archived_versions(path))
+    assert cell_state(versions, "h1", "v1") == "done"
+    assert cell_state(versions, "h2", "v1") == "stale"
+    assert cell_state(versions, "h3", "v1") == "to_run"
+    assert archived_versions(tmp_path / "absent.csv") == {} and archived_versions(None) == {}

@@ -1,0 +1,31 @@
+"""Every run id and every number cited as "in results/runs.csv" is in the archive (issue 35 item 4)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from conftest import load_tool
+
+REPO = Path(__file__).resolve().parents[1]
+citations = load_tool("check_citations")
+
+
+def test_every_citation_in_the_readme_docs_and_yaml_comments_is_in_the_archive():
+    assert citations.check(REPO) == []
+
+
+def test_a_planted_citation_of_a_run_or_number_the_archive_lacks_is_found(tmp_path):
+    (tmp_path / "results").mkdir()
+    shutil.copyfile(REPO / "results" / "runs.csv", tmp_path / "results" / "runs.csv")
+    ids, _ = citations.archive_holdings(tmp_path / "results" / "runs.csv")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(
+        f"A real run: {ids[0]}. Its short form: run {ids[0][:8]}.\n\n"
+        "A planted one: run 0123456789abcdef0123456789abcdef.\n\n"
+        "Measured (results/runs.csv, MNIST): 12.34% at eps 1.\n")
+    (tmp_path / "README.md").write_text("nothing cited\n")
+    found = citations.check(tmp_path)
+    assert len(found) == 2, found
+    assert "0123456789abcdef0123456789abcdef" in found[0] and "12.34%" in found[1]
+    assert all(ids[0] not in line for line in found)  # the archived run and its prefix pass

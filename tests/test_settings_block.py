@@ -1,0 +1,40 @@
+"""The "setting vs paper" block: the paper's stated settings with their sources beside our cells' configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from dpsd.config import compose
+from dpsd.report.settings import load_settings, ours, settings_block
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_block_quotes_the_paper_with_its_source_and_reads_ours_from_the_config():
+    dpsd = compose(["dataset=mnist", "method=dpsd", "privacy=data", "++method.stages=20"])
+    dp_dfd = compose(["dataset=mnist", "method=dp_dfd", "privacy=label"])
+    groups = pd.DataFrame([{"method": "dpsd", "dataset": "mnist", "config": dpsd, "status": "run", "metrics.time_total_s": 120.0},
+                           {"method": "dp_dfd", "dataset": "mnist", "config": dp_dfd, "status": "run", "metrics.time_total_s": 60.0},
+                           {"method": "dpsd", "dataset": "digits", "config": compose(["method=dpsd"]), "status": "run",
+                            "metrics.time_total_s": 600.0}])
+    settings = pd.DataFrame([{"paper": "dpsd", "method": "dpsd", "dataset": "mnist", "key": "batch_size",
+                              "value": "b=256", "source": 'paper.txt:155 "batch size b=256"'}])
+    block = settings_block(groups, settings)
+    assert f"| batch size | b=256 [1] | {dpsd.method.batch_size} |" in block
+    assert "| teacher | not stated | small_cnn |" in block
+    assert f"| iterations | not stated | {dpsd.method.iterations} iterations |" in block
+    assert "20 stages" not in block  # a spec-wide ++method.stages does not make DPSD a staged method
+    assert '[1] `paper.txt:155 "batch size b=256"`' in block
+    assert "| wall minutes a cell | — | 2.0 (mean of 1 cell groups' runs) |" in block  # the digits cell is not MNIST
+    assert "dp_dfd" not in block  # the settings file names no DP-DFD row here: no block for it
+    assert ours(dp_dfd, "iterations") == f"{dp_dfd.method.stages} stages"
+
+
+def test_every_settings_row_names_a_known_key_and_a_quoted_source():
+    settings = load_settings(REPO / "results" / "reference" / "settings.csv")
+    from dpsd.report.settings import KEYS
+
+    assert len(settings) > 50 and set(settings["key"]) <= set(KEYS)
+    assert settings["source"].str.contains(r':\S+ "').all()  # file:line (or key path) "quote"

@@ -1,0 +1,74 @@
+"""The reviewer's page: README's verdict and the headline page are regenerated from the archive alone (a fresh
+clone with an empty store), the frontier is drawn, and an empty table says so (issue 35)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dpsd.report import render_report
+from dpsd.report.verdict import BEGIN, END, splice
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _block(text: str) -> str:
+    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+
+
+def _reproduced(page: str) -> list[str]:
+    """The headline page's Row and Reproduced columns, in order (its comparison table)."""
+    table = page.split("| Row | Cell |", 1)[1].split("Context:")[0]
+    lines = ["| Row | Cell |" + table.splitlines()[0], *[line for line in table.splitlines()[1:]
+                                                        if line.startswith("| ") and "---" not in line]]
+    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[1:]]
+    return [f"{r[header.index('Row')]} {r[header.index('Reproduced')]}" for r in rows]
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """``dpsd report --scale laptop --only headline`` on a fresh clone: an empty store, the tracked archive."""
+    root = tmp_path_factory.mktemp("fresh")
+    shutil.copyfile(REPO / "README.md", root / "README.md")
+    render_report([REPO / "sweeps" / "headline.yaml"], "laptop",
+                  [f"results_dir={root / 'results'}", f"data.root={REPO.parent / 'shared' / 'data'}"],
+                  REPO / "results" / "reference" / "papers.csv", root / "reports", markdown=root / "headline.md",
+                  archive=REPO / "results" / "runs.csv", readme=root / "README.md")
+    return root
+
+
+def test_a_fresh_clone_renders_the_committed_verdict_and_headline_from_the_archive(fresh):
+    assert _block((fresh / "README.md").read_text()) == _block((REPO / "README.md").read_text())
+    assert "| Method | Paper table |" in _block((REPO / "README.md").read_text())  # the README carries a table
+    committed = (REPO / "results" / "headline_laptop.md").read_text()
+    assert _reproduced((fresh / "headline.md").read_text()) == _reproduced(committed)
+    assert committed.startswith("# Headline")  # its own title, not a shared one
+
+
+def test_the_frontier_is_drawn_as_png_and_svg_and_linked_from_the_readme(fresh):
+    for suffix in ("png", "svg"):
+        assert (fresh / "results" / "figures" / f"headline_frontier.{suffix}").stat().st_size > 10_000
+        assert (REPO / "results" / "figures" / f"headline_frontier.{suffix}").exists()
+    assert "](results/figures/headline_frontier.png)" in _block((REPO / "README.md").read_text())
+    assert 'src="figures/headline_frontier.png"' in (fresh / "reports" / "index.html").read_text()
+
+
+def test_a_spec_without_runs_is_named_on_stderr_with_the_command_that_fills_it(tmp_path, capsys):
+    render_report([REPO / "sweeps" / "dafl_table1.yaml"], "laptop", [f"results_dir={tmp_path}"],
+                  REPO / "results" / "reference" / "papers.csv", tmp_path / "reports", archive=None)
+    err = capsys.readouterr().err
+    assert "warning: spec dafl_table1: no cell has a finished run" in err
+    assert "dpsd sweep dafl_table1 scale=laptop" in err
+
+
+def test_the_verdict_is_spliced_only_between_its_markers(tmp_path):
+    page = tmp_path / "README.md"
+    page.write_text(f"# t\n{BEGIN}\nold\n{END}\nkept\n")
+    splice(page, "new")
+    assert page.read_text() == f"# t\n{BEGIN}\nnew\n{END}\nkept\n"
+    page.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="no '<!-- verdict -->'"):
+        splice(page, "new")

@@ -1,0 +1,80 @@
+"""Every run id and every number cited as "in results/runs.csv" must be in the archive (issue 35).
+
+Reads README.md, docs/*.md and the YAML comments under dpsd/conf/ and sweeps/, and lists each citation the
+runs archive does not hold:
+* a run id (32 hex digits, or ``run <8+ hex digits>``) that no archived run's id starts with;
+* a percentage ``NN.NN%`` in a sentence that names ``results/runs.csv``, which is no archived run's
+  accuracy or metric (rounded to two decimals, current or superseded).
+
+``python tools/check_citations.py`` prints them and exits 1 if there are any; ``tests/test_citations.py``
+runs it on the repository and on planted citations.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import sys
+from pathlib import Path
+
+RUN_ID = re.compile(r"\b([0-9a-f]{32})\b|\brun `?([0-9a-f]{8,32})\b")
+PERCENT = re.compile(r"(?<![\d.])(\d{1,3}\.\d{2})\s*%")
+SENTENCE = re.compile(r"(?<=[.;:])\s+(?=[A-Z*(`])")
+ARCHIVE_NAME = "results/runs.csv"
+
+
+def archive_holdings(path: Path) -> tuple[list[str], set[str]]:
+    """The archive's run ids, and its figures as two-decimal strings: accuracies (percent) and every
+    metric, as logged and as a percentage (fractions such as the share of answers that kept the vote)."""
+    ids, figures = [], set()
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            ids.append(row["run_id"])
+            for name, value in row.items():
+                if value and (name in ("accuracy", "teacher_accuracy") or name.startswith("metrics.")):
+                    try:
+                        number = float(value)
+                    except ValueError:
+                        continue
+                    figures.update({f"{number:.2f}", f"{100 * number:.2f}"})
+    return ids, figures
+
+
+def paragraphs(path: Path) -> list[str]:
+    """The file's paragraphs (blank-line separated), YAML files by their comment lines only."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if path.suffix in (".yaml", ".yml"):
+        lines = [line.split("#", 1)[1] if "#" in line else "" for line in lines]
+    text = "\n".join(lines)
+    return [" ".join(block.split()) for block in re.split(r"\n\s*\n", text) if block.strip()]
+
+
+def problems(text: str, ids: list[str], accuracies: set[str]) -> list[str]:
+    """The citations in ``text`` the archive does not hold."""
+    found = []
+    for match in RUN_ID.finditer(text):
+        cited = match.group(1) or match.group(2)
+        if not any(run_id.startswith(cited) for run_id in ids):
+            found.append(f"run id {cited} is not in {ARCHIVE_NAME}")
+    for sentence in SENTENCE.split(text):
+        if ARCHIVE_NAME in sentence:
+            found += [f"{number}% is cited as in {ARCHIVE_NAME} and no archived run has that figure: "
+                      f"{sentence[:160]}" for number in PERCENT.findall(sentence) if number not in accuracies]
+    return found
+
+
+def cited_files(root: Path) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted((root / "dpsd" / "conf").rglob("*.yaml")),
+            *sorted((root / "sweeps").rglob("*.yaml"))]
+
+
+def check(root: Path) -> list[str]:
+    ids, accuracies = archive_holdings(root / ARCHIVE_NAME)
+    return [f"{path.relative_to(root)}: {problem}" for path in cited_files(root) if path.exists()
+            for paragraph in paragraphs(path) for problem in problems(paragraph, ids, accuracies)]
+
+
+if __name__ == "__main__":
+    found = check(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("."))
+    print("\n".join(found) or "every citation is in the archive")
+    sys.exit(1 if found else 0)
