@@ -48,8 +48,8 @@ from torch import nn
 from dpsd.contention import Competitors, Worker, serve
 from dpsd.config import available_devices, compose, resolve_device, resolve_paths, validate
 from dpsd.data import load_data
-from dpsd.errors import Fault
 from dpsd.ensembles import load_or_train_members, with_member_steps
+from dpsd.errors import Fault
 from dpsd.methods import METHODS
 from dpsd.methods.base import Method, RunContext, Trainer
 from dpsd.privacy.accounting import Ledger
