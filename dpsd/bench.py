@@ -18,12 +18,25 @@ empty cache by the serial and then the vmap backend, each member ``--member-step
 ``--layout``: instead, each method's ``privacy=none`` iteration with its networks (teacher included) in the
 channels-last layout every model is built in (:func:`dpsd.models.channels_last`) against the same networks
 converted back to NCHW, interleaved as above. Prints both and their ratio.
+
+``--contention K``: instead, one DPSD iteration (``method=dpsd``, the overrides' cell, on the CPU) quiet
+and beside K competing processes (:mod:`dpsd.contention`: ``--competitor-threads`` torch threads each,
+default 2, a matmul loop under the default waiting policy), which the benchmark starts for the timed
+rounds only and stops (at the latest after ``--contention-limit`` seconds, on an exception or Ctrl-C
+too). It runs once without the thread hygiene (``before``: torch's defaults) and once with it
+(``after``: :mod:`dpsd.threads`), each in a process of its own, rounds interleaved. Prints seconds per
+step quiet and contended and their ratio, with the load average before it started.
 """
 
 from __future__ import annotations
 
+from dpsd.threads import set_threads, wait_passively, without_hygiene
+
+wait_passively()  # before torch is imported: its OpenMP runtime reads it when loaded
+
 import argparse
 import copy
+import os
 import statistics
 import sys
 import tempfile
@@ -32,9 +45,11 @@ import time
 import torch
 from torch import nn
 
+from dpsd.contention import Competitors, Worker, serve
 from dpsd.config import available_devices, compose, resolve_device, resolve_paths, validate
 from dpsd.data import load_data
 from dpsd.ensembles import load_or_train_members, with_member_steps
+from dpsd.errors import Fault
 from dpsd.methods import METHODS
 from dpsd.methods.base import Method, RunContext, Trainer
 from dpsd.privacy.accounting import Ledger
@@ -46,6 +61,10 @@ PRIVATE_MODES = ("label", "data")
 REPEATS = 20
 WARMUP = 3
 ENSEMBLE_BACKENDS = ("serial", "vmap")
+CONTENTION_CELL = ("dpsd", "label")  # --contention's method and privacy mode
+CONTENTION_ROUNDS = 5
+CONTENTION_STEPS = 10  # iterations per timed round of --contention
+CONTENTION_LIMIT = 600.0  # seconds a competitor runs at most
 
 
 def _seconds(action) -> float:
@@ -158,6 +177,63 @@ def print_ensemble(cfg, data, members: int, parts: int, steps: int) -> None:
               f"{batched * parts / 60:>14.1f}  {describe(device)}")
 
 
+def contention_worker(overrides: list[str]) -> None:
+    """The process a ``--contention`` row is timed in: :data:`CONTENTION_CELL`'s trainer on the CPU
+    (the teacher from the cache), served to the benchmark (:func:`dpsd.contention.serve`)."""
+    device = torch.device("cpu")
+    cfg = resolve_paths(compose(overrides))
+    data = load_data(cfg)
+    teacher, _ = load_or_train_teacher(cfg, data, device)
+    trainer = build_trainer(overrides, *CONTENTION_CELL, teacher, data, device)
+    serve(trainer.step, WARMUP, f"{torch.get_num_threads()} {os.environ.get('OMP_WAIT_POLICY', 'default')}")
+
+
+def _rounds(workers: dict[str, Worker], rounds: int, steps: int) -> dict[str, float]:
+    """Median seconds per step of each worker over ``rounds`` rounds of ``steps``, workers interleaved."""
+    seconds: dict[str, list[float]] = {name: [] for name in workers}
+    for _ in range(rounds):
+        for name, worker in workers.items():
+            seconds[name].append(worker.seconds_per_step(steps))
+    return {name: statistics.median(values) for name, values in seconds.items()}
+
+
+def bench_contention(overrides: list[str], competitors: int, threads: int, rounds: int, steps: int,
+                     limit: float) -> dict[str, dict[str, float | str]]:
+    """Per hygiene ("before": :func:`dpsd.threads.without_hygiene`'s environment, "after": this one's),
+    the worker's threads and waiting policy and its median seconds per step quiet and beside
+    ``competitors`` competitors of ``threads`` threads, rounds interleaved across the two workers."""
+    argv = [sys.executable, "-m", "dpsd.bench", "--contention-worker", *overrides]
+    workers: dict[str, Worker] = {}
+    try:
+        for name, env in (("before", without_hygiene()), ("after", os.environ)):
+            workers[name] = Worker(argv, env)
+        quiet = _rounds(workers, rounds, steps)
+        with Competitors(competitors, threads, limit) as running:
+            contended = _rounds(workers, rounds, steps)
+            if running.running() < competitors:
+                raise Fault(f"a competitor ended before the contended rounds did (--contention-limit {limit:g} s)")
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return {name: {"threads": worker.ready.split()[0], "wait": worker.ready.split()[1], "quiet": quiet[name],
+                   "contended": contended[name]} for name, worker in workers.items()}
+
+
+def print_contention(cfg, overrides: list[str], competitors: int, threads: int, rounds: int, limit: float) -> None:
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    load_or_train_teacher(cfg, load_data(cfg), torch.device("cpu"))  # cached once, before the workers start
+    print(f"one {CONTENTION_CELL[0]} iteration (privacy={CONTENTION_CELL[1]}) on {cfg.dataset.name}, batch "
+          f"{cfg.method.batch_size}, on the CPU: median of {rounds} interleaved rounds of {CONTENTION_STEPS} steps, "
+          f"quiet and beside {competitors} processes of {threads} threads (a matmul loop each)")
+    print(f"load average before: {load} ({os.cpu_count()} CPUs)")
+    print(f"{'hygiene':<8} {'threads':>7} {'wait':<8} {'quiet s/step':>13} {'contended s/step':>17} "
+          f"{'contended / quiet':>18}")
+    rows = bench_contention(overrides, competitors, threads, rounds, CONTENTION_STEPS, limit)
+    for name, row in rows.items():
+        print(f"{name:<8} {row['threads']:>7} {row['wait']:<8} {row['quiet']:>13.4f} {row['contended']:>17.4f} "
+              f"{row['contended'] / row['quiet']:>18.2f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpsd.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: every "
@@ -169,15 +245,32 @@ def main(argv: list[str] | None = None) -> None:
                         "and in NCHW layout instead of its privacy modes")
     parser.add_argument("--parts", type=int, default=250, help="--ensemble: ways the private split is dealt (default 250)")
     parser.add_argument("--member-steps", type=int, default=30, help="--ensemble: optimiser steps per member (default 30)")
+    parser.add_argument("--contention", type=int, metavar="K", help="time one DPSD iteration quiet and beside K "
+                        "competing processes, without and with the thread hygiene")
+    parser.add_argument("--competitor-threads", type=int, default=2, help="--contention: torch threads of each "
+                        "competitor (default 2)")
+    parser.add_argument("--contention-limit", type=float, default=CONTENTION_LIMIT, help="--contention: seconds "
+                        f"a competitor runs at most (default {CONTENTION_LIMIT:g})")
+    parser.add_argument("--contention-worker", action="store_true", help=argparse.SUPPRESS)  # a --contention row's process
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for `dpsd run`")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.ensemble is not None and not 1 <= args.ensemble <= args.parts:
         parser.error(f"--ensemble must be between 1 and --parts ({args.parts}), got {args.ensemble}")
+    if args.contention is not None and (args.contention < 1 or args.competitor_threads < 1):
+        parser.error(f"--contention and --competitor-threads must be at least 1, got {args.contention} and "
+                     f"{args.competitor_threads}")
+    set_threads()  # the CPUs this process was given (torch's own count with DPSD_THREAD_HYGIENE=0)
     overrides = [*args.overrides, "tracking=none"]
+    if args.contention_worker:
+        return contention_worker(overrides)
     repeats = args.repeats or REPEATS
     cfg = compose(overrides)
     validate(cfg)
     cfg = resolve_paths(cfg)
+    if args.contention is not None:
+        print_contention(cfg, [*overrides, "device=cpu"], args.contention, args.competitor_threads,
+                         args.repeats or CONTENTION_ROUNDS, args.contention_limit)
+        return
     data = load_data(cfg)
     if args.ensemble is not None:
         print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps)

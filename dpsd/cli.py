@@ -36,6 +36,10 @@ A bad setting ends the command with one line on stderr and exit status 2; a faul
 
 from __future__ import annotations
 
+from dpsd.threads import set_threads, wait_passively
+
+wait_passively()  # before torch is imported (by any command): its OpenMP runtime reads it when loaded
+
 import argparse
 import itertools
 import sys
@@ -410,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=sorted(COMMANDS))
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's overrides and options")
     args = parser.parse_args(argv)
+    set_threads()  # the CPUs this process was given (a sweep's trials set their own share)
     try:
         status = COMMANDS[args.command](args.args)
     except ConfigError as err:

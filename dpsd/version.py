@@ -1,7 +1,8 @@
 """The code version a result was produced by (issue 15, item 4).
 
 ``code_version()`` is the package version plus a hash of what the result-producing Python sources
-*mean*: each module's syntax tree without docstrings, and the parsed ``pyproject.toml``
+*mean*: each module's syntax tree without docstrings, and the parsed ``pyproject.toml`` less its ``[tool]``
+tables (the import layers, pytest's and mutmut's settings compute nothing)
 (:data:`SOURCES`, less :data:`RESULT_FREE`). A comment, a docstring, the README, or the code that only
 starts, records or renders runs therefore leaves it unchanged, while any change to what a run computes
 changes it. YAML is not hashed here: a config file's values reach a result only through the composed
@@ -46,9 +47,12 @@ ROOT = PACKAGE.parent
 SOURCES = ("dpsd", "baselines", "pyproject.toml")
 """Where the code that produces results lives (relative to the checkout or the installed package's parent)."""
 RESULT_FREE = ("dpsd/version.py", "dpsd/cli.py", "dpsd/reproduce.py", "dpsd/quickstart.py", "dpsd/bench.py",
-               "dpsd/sweep", "dpsd/tracking.py", "dpsd/progress.py", "dpsd/jsonio.py", "dpsd/report")
+               "dpsd/sweep", "dpsd/tracking.py", "dpsd/progress.py", "dpsd/jsonio.py", "dpsd/report",
+               "dpsd/threads.py", "dpsd/contention.py")
 """Code that starts, schedules, records, prints or renders runs: changing it changes no recorded number (a
-run's result is a function of its config, recorded and hashed with it, and of the code that computes it)."""
+run's result is a function of its config, recorded and hashed with it, and of the code that computes it).
+The thread hygiene (:mod:`dpsd.threads`) is here too: the waiting policy changes no number
+(``tests/test_threads.py``), and the thread count was the machine's before it as after."""
 METHOD_CODE_VERSION = "method_code_version"
 """The run tag holding :func:`method_code_version` (set by :func:`dpsd.tracking.record_run`)."""
 DRIVER = "dpsd/experiment.py"
@@ -89,8 +93,8 @@ def meaning_of(text: str, name: str) -> bytes:
     the bytes hashed for it (a module's syntax tree in :func:`canonical_dump`)."""
     if name.endswith(".py"):
         return canonical_dump(_without_docstrings(ast.parse(text, filename=name))).encode()
-    if name.endswith(".toml"):
-        return json.dumps(tomllib.loads(text), sort_keys=True).encode()
+    if name.endswith(".toml"):  # the project and its build, not the tools' settings ([tool]: linters, pytest)
+        return json.dumps({k: v for k, v in tomllib.loads(text).items() if k != "tool"}, sort_keys=True).encode()
     return text.encode()
 
 

@@ -1,4 +1,8 @@
-"""Shared test fixtures."""
+"""Shared test fixtures; the thread hygiene of every entry point (docs/performance.md)."""
+
+from dpsd.threads import set_threads, wait_passively
+
+wait_passively()  # before torch is imported: its OpenMP runtime reads it when loaded
 
 import importlib.util
 from collections import Counter
@@ -9,6 +13,7 @@ import pytest
 from dpsd.experiment import privacy_report, run_experiment
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
+set_threads()  # one count for the whole session: the seed-for-seed comparisons run in one process
 
 
 def load_tool(name: str):

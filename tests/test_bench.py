@@ -1,6 +1,8 @@
 """The privacy-cost benchmark: one row per method and mode, methods found through the registry,
 the others skipped with a printed line (it asserts no timings)."""
 
+import os
+
 import pytest
 
 from dpsd import bench
@@ -103,3 +105,45 @@ def test_the_nchw_trainer_holds_its_networks_in_nchw_and_the_built_one_in_channe
     for trainer, layout in ((built, torch.channels_last), (converted, torch.contiguous_format)):
         weights = [p for p in trainer.student.parameters() if p.dim() == 4 and p.shape[1] > 1]
         assert weights and all(p.is_contiguous(memory_format=layout) for p in weights)
+
+
+def test_contention_times_before_and_after_quiet_and_beside_competitors_it_starts_and_stops(tmp_path, capsys,
+                                                                                          monkeypatch):
+    started = []
+
+    class Watched(bench.Competitors):
+        def __enter__(self):
+            entered = super().__enter__()
+            started.append((self.running(), list(self.processes)))  # all running once the timed rounds start
+            return entered
+
+    monkeypatch.setattr(bench, "Competitors", Watched)
+    bench.main(["--contention", "1", "--competitor-threads", "1", "--repeats", "1", *TINY, f"results_dir={tmp_path}"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "beside 1 processes of 1 threads" in lines[0] and lines[1].startswith("load average before: ")
+    table = {line.split()[0]: line.split() for line in lines[3:]}
+    assert set(table) == {"before", "after"}
+    # each worker's waiting policy: the runtime's default (or the user's) before, PASSIVE (or the user's) after
+    from dpsd.threads import without_hygiene
+
+    assert table["before"][2] == without_hygiene().get("OMP_WAIT_POLICY", "default")
+    assert table["after"][2] == os.environ.get("OMP_WAIT_POLICY", "default")
+    for _, threads, _, quiet, contended, ratio in table.values():
+        assert int(threads) >= 1 and float(quiet) > 0 and float(contended) > 0
+        assert float(ratio) == pytest.approx(float(contended) / float(quiet), rel=0.01, abs=0.006)
+    (running, processes), = started
+    assert running == 1 and all(process.poll() is not None for process in processes)  # stopped at the end
+
+
+def test_competitors_are_stopped_when_the_block_ends_by_an_exception():
+    with pytest.raises(KeyboardInterrupt):
+        with bench.Competitors(1, 1, 60) as competitors:
+            processes = list(competitors.processes)
+            assert competitors.running() == 1
+            raise KeyboardInterrupt  # Ctrl-C during the timed rounds
+    assert all(process.poll() is not None for process in processes)
+
+
+def test_contention_refuses_no_competitors():
+    with pytest.raises(SystemExit):
+        bench.main(["--contention", "0"])

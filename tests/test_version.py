@@ -66,7 +66,7 @@ def tree(tmp_path) -> Path:
     return tmp_path
 
 
-def test_a_config_value_leaves_the_code_version_and_pyproject_or_code_moves_it(tree):
+def test_a_config_value_or_a_tools_setting_leaves_the_code_version_and_pyproject_or_code_moves_it(tree):
     """YAML values reach a result through the composed config, which the cell's config hash identifies
     (tests/test_sweep.py): changing one leaves the code version, and so every other cell, alone."""
     before = source_hash(SOURCES, root=tree)
@@ -74,7 +74,8 @@ def test_a_config_value_leaves_the_code_version_and_pyproject_or_code_moves_it(t
     assert source_hash(SOURCES, root=tree) == before
     (tree / "pyproject.toml").write_text('[project]\nname = "pkg"\ndependencies = ["torch"]\n')
     assert source_hash(SOURCES, root=tree) != before
-    (tree / "pyproject.toml").write_text('[project]\nname = "pkg"\n')
+    (tree / "pyproject.toml").write_text('[project]\nname = "pkg"\n[tool.importlinter]\nroot_packages = ["pkg"]\n')
+    assert source_hash(SOURCES, root=tree) == before  # a tool's settings (the import layers) compute nothing
     (tree / "pkg" / "m.py").write_text(MODULE.replace("X = 1", "X = 2"))
     assert source_hash(SOURCES, root=tree) != before
 

@@ -45,6 +45,7 @@ from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_
                               claim_cell, client_for, failed_cells, merged_versions, finished_by, heartbeat, is_done, live_claims, parent_run,
                               record_data_absent, record_failure, recorded_hashes, recorded_versions, release_claim,
                               cell_state)
+from dpsd.threads import set_threads, worker_env
 from dpsd.version import method_code_version
 from dpsd.sweep.summary import summarize
 
@@ -82,10 +83,7 @@ def trial_resources(cpus_per_trial: float | None, gpus_per_trial: float | None) 
 
 
 def _cell_config(overrides: Sequence[str], threads: float | None = None) -> DictConfig:
-    if threads:
-        import torch
-
-        torch.set_num_threads(max(1, int(threads)))
+    set_threads(threads)  # the trial's CPU share (dpsd.threads)
     return compose(list(overrides))
 
 
@@ -189,8 +187,10 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> bool:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if ray.is_initialized():
         return False
+    handed = worker_env()  # the waiting policy in force here, for workers started by another process too
+    hygiene = {"runtime_env": {"env_vars": handed}} if handed else {}
     if address:
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+        ray.init(address=address, log_to_driver=False, configure_logging=False, **hygiene)
         return True
     chosen = os.environ.get(LOOPBACK_ONLY)
     os.environ[LOOPBACK_ONLY] = "0" if chosen is None else chosen  # inherited by every Ray process
@@ -200,7 +200,7 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> bool:
     ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(LOOPBACK_ONLY, True)
     try:
         ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-                 log_to_driver=False, configure_logging=False, object_store_memory=256 * 1024**2)
+                 log_to_driver=False, configure_logging=False, object_store_memory=256 * 1024**2, **hygiene)
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = imported
         if chosen is None:
