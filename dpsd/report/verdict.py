@@ -44,8 +44,10 @@ def anchor(heading: str) -> str:
 
 
 def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str) -> pd.DataFrame:
-    """One row per reference row that names one of our methods and prints a number."""
-    rows = []
+    """One row per reference row that names one of our methods and prints a number; rows of two tables
+    with the same method, ε and number are one (DPSD's "Teacher" and DP-DFD's "Baseline"); the paper
+    methods first, by name and ε, the non-private rows last."""
+    rows, keys = [], {}
     for _, ref in refs.iterrows():
         if not ref["method"] or math.isnan(ref["value_number"]):
             continue
@@ -58,6 +60,12 @@ def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str) -> 
             word = f"{word} (n = 1)"
         mode = group["config"].privacy.mode if group is not None else ""
         ladder = f"{ref['method']} ({mode})" if mode and mode != "none" else ""
+        key = (ref["method"], fmt_target(ref["epsilon_value"], "∞"), ref["value"])
+        if key in keys:
+            kept = rows[keys[key]]
+            kept["Method"], kept["Paper table"] = f"{kept['Method']} / {ref['row']}", f"{kept['Paper table']} / {ref['table']}"
+            continue
+        keys[key] = len(rows)
         rows.append({
             "Method": ref["row"], "Paper table": ref["table"], "ε (paper)": fmt_target(ref["epsilon_value"], "∞"),
             "Paper": ref["value"],
@@ -70,7 +78,9 @@ def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str) -> 
             "Verdict": word,
             "Section": f"[ladder]({ladder_page}#{anchor(ladder)})" if ladder else DASH,
         })
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(COLUMNS))
+    order = frame.assign(_private=frame["ε (paper)"] == "∞", _eps=pd.to_numeric(frame["ε (paper)"], errors="coerce"))
+    return frame.loc[order.sort_values(["_private", "Method", "_eps"], kind="stable").index].reset_index(drop=True)
 
 
 def verdict_markdown(rows: pd.DataFrame, source: str) -> str:
@@ -136,7 +146,7 @@ def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> F
         axes.set_title(panel_title(dataset, relation), fontsize=9)
         axes.grid(True, alpha=0.3)
         if methods:
-            axes.legend(fontsize=7, loc="lower left")
+            axes.legend(fontsize=7, loc="best")
     figure.suptitle("Privacy–accuracy frontier. Filled: ours at ε rigorous (every teacher query), joined to "
                     "hollow: ours at ε claimed; ×: the papers' reported points", fontsize=10)
     figure.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
