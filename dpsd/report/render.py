@@ -162,9 +162,13 @@ def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, sectio
     section.figures.append((paths[0].relative_to(out).as_posix(), caption))
     section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
     rows = verdict.verdict_rows(refs, groups, LADDER_PAGE)
-    section.verdict = "\n".join([
-        f"*{scale_line}.*", "", verdict.verdict_markdown(rows, "the runs archived in results/runs.csv"), "",
-        f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
+    table = verdict.verdict_markdown(rows, "the runs archived in results/runs.csv")
+    section.verdict = "\n".join([f"*{scale_line}.*", "", table, "",
+                                  f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
+    page_rows = verdict.verdict_rows(refs, groups, Path(LADDER_PAGE).name)  # the page lies beside the ladder's
+    section.markdown = "\n".join([section.markdown, "### Verdict per paper row", "",
+                                   verdict.verdict_markdown(page_rows, "the runs archived in results/runs.csv"), "",
+                                   f"![The privacy–accuracy frontier](figures/{paths[0].name})", ""])
 
 
 def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: site.Section) -> None:
