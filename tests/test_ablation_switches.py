@@ -42,7 +42,7 @@ def test_kd_and_dkd_give_different_annotations_for_the_same_inputs():
     # and each is the step along its own loss's normalised gradient (same seed, same tiny noise)
     for name, targets in (("kd", kd), ("dkd", dkd)):
         as_logits = student.clone().requires_grad_(True)
-        loss = losses.distillation_loss(name, as_logits, F.softmax(teacher, dim=1), 8.0).sum()
+        loss = losses.distillation_loss(name, as_logits, F.softmax(teacher, dim=1), 8.0, 4.0).sum()
         (gradient,) = torch.autograd.grad(loss, as_logits)
         gradient = gradient / (gradient.norm(dim=1, keepdim=True) + 1e-4)
         assert torch.allclose(targets, F.softmax(student - 0.1 * gradient, dim=1), atol=1e-5)
