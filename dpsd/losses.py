@@ -39,14 +39,15 @@ def dkd_loss(student_logits: Tensor, teacher_probs: Tensor, lam: float, temperat
     * l_tc (DKD's TCKD): the binary KL between (p_t,r, 1 - p_t,r) and (p_s,r, 1 - p_s,r);
     * l_nc (DKD's NCKD): the KL between the non-target distributions p_.,j / (1 - p_.,r), j != r.
 
-    Eq. (2) weights l_tc by 1 and l_nc by lambda (DPSD: 8.0), i.e. DKD's alpha = 1 and beta = lambda
-    (DKD's own CIFAR-100 setting is alpha 1, beta 8); ``lam`` is that lambda (``method.dkd_lambda``).
+    Eq. (2) weights l_tc by 1 and l_nc by lambda (DPSD: 8.0), i.e. DKD's alpha = 1 and beta = lambda;
+    ``lam`` is that lambda (``method.dkd_lambda``).
     Both terms are KL divergences, so the loss is >= 0 and is 0, with a zero gradient, where the
     student matches the teacher; the T^2 factor keeps the gradient's scale across temperatures
     (Hinton et al.; DKD's code multiplies both terms by it).
 
-    ``temperature`` T: DPSD is silent on it (Eq. (2) and §IV-A name none); the default,
-    ``method.dkd_temperature`` = 4, is DKD's own default. The teacher side arrives as probabilities
+    ``temperature`` T: DPSD is silent on it (neither Eq. (2) nor §IV-A names one); the default,
+    ``method.dkd_temperature`` = 4, is DKD's, the T of its CIFAR-100 configurations (mdistiller's
+    ``configs/cifar100/dkd``, with alpha 1, beta 8). The teacher side arrives as probabilities
     (what ``PrivateAnnotator.teacher_targets`` gives: the teacher's softmax, or DPDFD's one-hot argmax).
     They are tempered as softmax(log p_t / T), i.e. p_t^(1/T) renormalised: for a softmax teacher this
     *is* softmax(z_t / T), since log p_t and z_t differ by a per-row constant; a one-hot teacher stays
