@@ -6,6 +6,8 @@ Each function returns the *sum* over the batch unless it says otherwise, matchin
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -24,12 +26,68 @@ def kd_loss(student_logits: Tensor, teacher_probs: Tensor) -> Tensor:
     return (teacher_probs * (torch.log(teacher_probs + _EPS) - log_ps)).sum(dim=1)
 
 
-def dkd_loss(student_logits: Tensor, teacher_probs: Tensor, balance: float) -> Tensor:
-    """DPSD Eq. (2): decoupled KD, target-class term l_tc plus ``balance`` (lambda) times l_nc, per row.
+DISTILLATION_LOSSES = ("dkd", "dkd_as_printed", "kd")
+"""The names ``method.distillation_loss`` accepts (:func:`distillation_loss`)."""
+
+
+def dkd_loss(student_logits: Tensor, teacher_probs: Tensor, lam: float, temperature: float) -> Tensor:
+    """DPSD Eq. (2) read as the DKD it cites ([88]: Zhao et al., CVPR 2022): T^2 (l_tc + lam * l_nc), per row.
+
+    r is the teacher's class (argmax, as DPSD §III-B.2 says; DKD's r is the ground-truth label, which a
+    data-free loop does not have). With p = softmax(. / T) of each side:
+
+    * l_tc (DKD's TCKD): the binary KL between (p_t,r, 1 - p_t,r) and (p_s,r, 1 - p_s,r);
+    * l_nc (DKD's NCKD): the KL between the non-target distributions p_.,j / (1 - p_.,r), j != r.
+
+    Eq. (2) weights l_tc by 1 and l_nc by lambda (DPSD: 8.0), i.e. DKD's alpha = 1 and beta = lambda;
+    ``lam`` is that lambda (``method.dkd_lambda``).
+    Both terms are KL divergences, so the loss is >= 0 and is 0, with a zero gradient, where the
+    student matches the teacher; the T^2 factor keeps the gradient's scale across temperatures
+    (Hinton et al.; DKD's code multiplies both terms by it).
+
+    ``temperature`` T: DPSD is silent on it (neither Eq. (2) nor §IV-A names one); the default,
+    ``method.dkd_temperature`` = 4, is DKD's, the T of its CIFAR-100 configurations (mdistiller's
+    ``configs/cifar100/dkd``, with alpha 1, beta 8). The teacher side arrives as probabilities
+    (what ``PrivateAnnotator.teacher_targets`` gives: the teacher's softmax, or DPDFD's one-hot argmax).
+    They are tempered as softmax(log p_t / T), i.e. p_t^(1/T) renormalised: for a softmax teacher this
+    *is* softmax(z_t / T), since log p_t and z_t differ by a per-row constant; a one-hot teacher stays
+    one-hot. The student's logits are divided by T.
+
+    Edge cases, without NaN: a teacher with no non-target mass (one-hot, or 1 - p_t,r rounded to 0)
+    has no non-target distribution to transfer; its l_nc is 0 (and l_tc is -log p_s,r), and entries
+    with p = 0 contribute 0 log 0 = 0.
+    """
+    tau = float(temperature)
+    target = teacher_probs.argmax(dim=1, keepdim=True)
+    is_target = torch.zeros_like(teacher_probs, dtype=torch.bool).scatter_(1, target, True)
+    log_pt = F.log_softmax(torch.log(teacher_probs.detach()) / tau, dim=1)  # log 0 = -inf: stays a zero
+    log_ps = F.log_softmax(student_logits / tau, dim=1)
+    # (log p_r, log(1 - p_r)) of each side; the rest's mass as a logsumexp keeps 1 - p_r accurate near 1
+    rest_t = torch.logsumexp(log_pt.masked_fill(is_target, -math.inf), dim=1, keepdim=True)
+    rest_s = torch.logsumexp(log_ps.masked_fill(is_target, -math.inf), dim=1, keepdim=True)
+    binary_t = torch.cat([log_pt.gather(1, target), rest_t], dim=1).exp()
+    binary_log_s = torch.cat([log_ps.gather(1, target), rest_s], dim=1)
+    l_tc = (torch.special.xlogy(binary_t, binary_t) - binary_t * binary_log_s).sum(dim=1)
+    # the non-target distributions, p_j / (1 - p_r) for j != r; a teacher row without any is all zeros
+    has_rest = torch.isfinite(rest_t)
+    q_t = (log_pt - torch.where(has_rest, rest_t, torch.zeros_like(rest_t))).exp().masked_fill(is_target, 0.0)
+    q_t = q_t * has_rest
+    log_q_s = F.log_softmax((student_logits / tau).masked_fill(is_target, -math.inf), dim=1).masked_fill(is_target, 0.0)
+    l_nc = (torch.special.xlogy(q_t, q_t) - q_t * log_q_s).sum(dim=1)
+    return tau**2 * (l_tc + lam * l_nc)
+
+
+def dkd_as_printed_loss(student_logits: Tensor, teacher_probs: Tensor, lam: float) -> Tensor:
+    """DPSD Eq. (2) exactly as printed, the misprint kept for comparison (``method.distillation_loss=dkd_as_printed``).
 
     With r the teacher's class, p_t and p_s the teacher's and student's probabilities:
     l_tc = p_t,r log(p_t,r / p_s,r) + (1 - p_t,r) log((1 - p_t,r) / (1 - p_s,r)) and
-    l_nc = sum_{j != r} p_t,j / (1 - p_t,j) * log(p_t,j (1 - p_s,j) / (p_s,j (1 - p_t,j))), as printed.
+    l_nc = sum_{j != r} p_t,j / (1 - p_t,j) * log(p_t,j (1 - p_s,j) / (p_s,j (1 - p_t,j))); returns
+    l_tc + ``lam`` * l_nc per row, with no temperature (Eq. (2) has none). l_nc divides each class by its
+    *own* complement 1 - p_.,j where DKD ([88]) normalises the non-target distribution by the target's
+    1 - p_.,r: it is not a divergence. It can be negative, and at student = teacher it is 0 while its
+    gradient is not (tests/test_losses.py), so a descent step moves a matching student away. Every run
+    recorded as ``dkd`` before issue 34 computed this.
     """
     # 1 - 1e-8 rounds to 1 in float32: a one-hot or saturated teacher (p_t,r = 1) made l_tc and l_nc NaN
     eps = max(_EPS, torch.finfo(teacher_probs.dtype).eps)
@@ -41,16 +99,21 @@ def dkd_loss(student_logits: Tensor, teacher_probs: Tensor, balance: float) -> T
     non_target = torch.ones_like(p_t).scatter_(1, target, 0.0)
     ratio = p_t / (1 - p_t)
     l_nc = (non_target * ratio * torch.log(p_t * (1 - p_s) / (p_s * (1 - p_t)))).sum(dim=1, keepdim=True)
-    return (l_tc + balance * l_nc).squeeze(1)
+    return (l_tc + lam * l_nc).squeeze(1)
 
 
-def distillation_loss(name: str, student_logits: Tensor, teacher_probs: Tensor, balance: float) -> Tensor:
-    """The distillation loss L_t named by config (``kd`` or ``dkd``; DPSD Fig. 6 ablation), per row."""
+def distillation_loss(name: str, student_logits: Tensor, teacher_probs: Tensor, lam: float,
+                      temperature: float) -> Tensor:
+    """The distillation loss L_t named by ``method.distillation_loss``, per row: ``dkd`` (Eq. (2) as DKD,
+    :func:`dkd_loss`), ``dkd_as_printed`` (:func:`dkd_as_printed_loss`, no temperature) or ``kd``
+    (classic KD at temperature 1, DPSD Fig. 6's other arm); ``lam`` is Eq. (2)'s lambda."""
     if name == "dkd":
-        return dkd_loss(student_logits, teacher_probs, balance)
+        return dkd_loss(student_logits, teacher_probs, lam, temperature)
+    if name == "dkd_as_printed":
+        return dkd_as_printed_loss(student_logits, teacher_probs, lam)
     if name == "kd":
         return kd_loss(student_logits, teacher_probs)
-    raise ValueError(f"unknown distillation loss {name!r}; known: dkd, kd")
+    raise ValueError(f"unknown distillation loss {name!r}; known: {', '.join(DISTILLATION_LOSSES)}")
 
 
 def one_hot_loss(logits: Tensor) -> Tensor:

@@ -6,9 +6,10 @@ import torch
 import torch.nn.functional as F
 
 from dpsd import losses
-from dpsd.config import compose
+from dpsd.config import compose, validate
 from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.distill.generator_losses import generator_loss
+from dpsd.errors import ConfigError
 from dpsd.models import build_classifier, build_generator
 from dpsd.privacy.accounting import Ledger
 
@@ -42,7 +43,7 @@ def test_kd_and_dkd_give_different_annotations_for_the_same_inputs():
     # and each is the step along its own loss's normalised gradient (same seed, same tiny noise)
     for name, targets in (("kd", kd), ("dkd", dkd)):
         as_logits = student.clone().requires_grad_(True)
-        loss = losses.distillation_loss(name, as_logits, F.softmax(teacher, dim=1), 8.0).sum()
+        loss = losses.distillation_loss(name, as_logits, F.softmax(teacher, dim=1), 8.0, 4.0).sum()
         (gradient,) = torch.autograd.grad(loss, as_logits)
         gradient = gradient / (gradient.norm(dim=1, keepdim=True) + 1e-4)
         assert torch.allclose(targets, F.softmax(student - 0.1 * gradient, dim=1), atol=1e-5)
@@ -120,3 +121,9 @@ def test_every_term_off_runs_no_forward_pass():
             raise AssertionError("discriminator queried with every term off")
 
     assert generator_loss(cfg, Refuses(), torch.zeros(2, 1, 8, 8)).item() == 0
+
+
+@pytest.mark.parametrize("method", ["dpsd", "dpdfd", "fed_dpsd"])
+def test_a_non_positive_dkd_temperature_is_refused_before_any_compute(method):
+    with pytest.raises(ConfigError, match="method.dkd_temperature must be > 0"):
+        validate(compose([f"method={method}", "method.dkd_temperature=0"]))

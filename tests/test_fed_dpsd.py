@@ -158,6 +158,29 @@ def test_server_side_noise_leaves_the_server_an_unprotected_view(results):
     assert any("untrusted server" in note for note in plan_fed_dpsd_ledger(ctx.cfg, ctx.info).notes)
 
 
+def test_the_server_draws_fresh_latents_every_iteration_and_trains_only_the_generator(results):
+    """Alg. 2 line 3 samples z inside the loop; line 18 updates w_g alone (not a trained batch Z as in Alg. 1)."""
+    trainer, _ = trainer_for(results, "privacy=none")
+    generator_params = {id(p) for p in trainer.generator.parameters()}
+    assert {id(p) for group in trainer.generator_opt.param_groups for p in group["params"]} == generator_params
+    drawn = []
+    for _ in range(2):
+        trainer.step()
+        drawn.append(trainer.latents.clone())
+    assert not trainer.latents.requires_grad
+    assert (drawn[1] - drawn[0]).abs().mean() > 0.5  # independent N(0, 1) draws, not one batch nudged by Adam
+
+
+@pytest.mark.parametrize(("switch", "kept"), [([], 10), (["method.top_k_in_data_mode=true"], 3)])
+def test_a_client_s_data_answer_has_no_top_k_unless_switched(results, switch, kept):
+    """Fed-FlexPer (Alg. 2 lines 24-26) normalises the whole output gradient; the previous reading applied
+    DPSD's M_k (privacy.k = 3 here). noise_at=server: the clients' answers are the un-noised gradients."""
+    trainer, _ = trainer_for(results, "privacy=data", "privacy.k=3", "method.noise_at=server", *switch)
+    student_logits = torch.randn(16, 10, generator=torch.Generator().manual_seed(3))
+    for answer in trainer.clients.respond(torch.randn(16, 1, 8, 8), student_logits):
+        assert ((answer != 0).sum(dim=1) == kept).all()
+
+
 @pytest.mark.parametrize("override", ["method.clients_backend=mpi", "method.noise_at=anywhere",
                                       "method.num_clients=0", "method.discriminator=teacher"])
 def test_bad_config_is_refused(override):

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 
 from dpsd.config import compose
 from dpsd.errors import ConfigError
@@ -99,6 +100,16 @@ def test_config_hash_ignores_where_not_what(tmp_path):
     assert len(config_hash(base)) == 16
     assert config_hash(compose(["privacy.epsilon=2"])) != config_hash(base)
     assert config_hash(compose(["privacy.epsilon=1", "seed=1"])) != config_hash(base)
+
+
+def test_cells_recorded_with_the_printed_dkd_do_not_keep_their_hash():
+    """Runs recorded as distillation_loss=dkd before method.dkd_temperature existed computed Eq. (2) as printed:
+    today's dkd (Zhao et al.'s DKD) must not find them under its hash (issue 34)."""
+    cfg = compose(["privacy=data"])
+    recorded = OmegaConf.to_container(cfg)
+    del recorded["method"]["dkd_temperature"]
+    assert cfg.method.distillation_loss == "dkd"
+    assert config_hash(cfg) != config_hash(OmegaConf.create(recorded))
 
 
 def test_bad_specs_and_scales_are_one_line_errors(tmp_path):

@@ -190,6 +190,7 @@ class PrivateAnnotator:
             outputs = F.softmax(student_logits.detach(), dim=1).requires_grad_(True)
             as_logits = torch.log(outputs.clamp_min(1e-8))
         teacher_probs = self.teacher_targets(teacher_logits)
-        loss_t = losses.distillation_loss(method.distillation_loss, as_logits, teacher_probs, method.dkd_lambda)
+        loss_t = losses.distillation_loss(method.distillation_loss, as_logits, teacher_probs,
+                                          float(method.dkd_lambda), float(method.dkd_temperature))
         (gradient,) = torch.autograd.grad(loss_t.sum(), outputs)
         return gradient, outputs.detach()

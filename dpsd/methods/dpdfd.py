@@ -44,7 +44,7 @@ from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, gradie
 from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
 from dpsd.methods.base import RunContext, Trainer, register_method
-from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, output_step_note, steps_note
+from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, check_dpsd_config, output_step_note, steps_note
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
@@ -69,6 +69,7 @@ class DPDFDConfig(DPSDConfig):
 
 def check_config(cfg: DictConfig) -> None:
     """DPDFD's own settings, checked before anything runs (one line naming the accepted values)."""
+    check_dpsd_config(cfg)
     method = cfg.method
     if cfg.privacy.mode == "label":
         raise ConfigError(f"method={method.name} privatises output gradients: use privacy=data (or privacy=none), got privacy=label")

@@ -34,7 +34,7 @@ from dpsd.privacy.events import PrivacyEvent, RandomizedResponseRelease, Unprote
 
 Outputs = Enum("Outputs", "logits probabilities")
 OutputStepScale = Enum("OutputStepScale", "paper inverse_bound")  # inverse_bound: a labelled repair
-DistillationLoss = Enum("DistillationLoss", "dkd kd")
+DistillationLoss = Enum("DistillationLoss", " ".join(losses.DISTILLATION_LOSSES))
 Latents = Enum("Latents", "trainable resample")
 Discriminator = Enum("Discriminator", "student teacher")
 
@@ -56,9 +56,16 @@ class DPSDConfig(MethodConfig):
     outputs: Outputs = MISSING
     distillation_loss: DistillationLoss = MISSING
     dkd_lambda: float = MISSING
+    dkd_temperature: float = MISSING
     latents: Latents = MISSING
     discriminator: Discriminator = MISSING
     generator_loss: GeneratorLossConfig = field(default_factory=GeneratorLossConfig)
+
+
+def check_dpsd_config(cfg: DictConfig) -> None:
+    """DPSD's rules beyond types (one line each), shared by the methods built on its loop."""
+    if not float(cfg.method.dkd_temperature) > 0:
+        raise ConfigError(f"method.dkd_temperature must be > 0 (DKD's T), got {cfg.method.dkd_temperature}")
 
 
 def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[PrivacyEvent]:
@@ -244,6 +251,7 @@ class DPSD(Method):
     """Alg. 1; ``method=dpsd_t`` is the same algorithm with the teacher as discriminator."""
 
     config = DPSDConfig
+    check_config = staticmethod(check_dpsd_config)
     plan_ledger = staticmethod(plan_dpsd_ledger)
     annotator_class = PrivateAnnotator
     # Eq. (4)-(5) with eps = inf keeps the truth inside the student's top-k; Eq. (3) with sigma = 0

@@ -6,7 +6,10 @@ server runs DPSD's iteration (:class:`~dpsd.methods.dpsd.DPSDTrainer`) with line
 replaced by Alg. 2 lines 6-14: it sends the synthetic batch and the student's predictions to every
 client; each client answers with Fed-FlexPer (Alg. 2 lines 21-35: the privatised output gradient in
 data mode, top-k randomized-response labels in label mode); the server averages the answers and
-uses the average as DPSD uses one teacher's answer. Clients run in this process
+uses the average as DPSD uses one teacher's answer. As Alg. 2 has it, the server draws fresh latents every
+iteration (line 3) and its generator step updates the generator's weights only (line 18):
+``method.latents=resample``; and a client's data-mode answer has no top-k operator M_k (lines 24-26;
+``method.top_k_in_data_mode=true`` applies DPSD's, the previous reading). Clients run in this process
 (``method.clients_backend=local``) or as Ray actors holding their teachers (``ray``).
 
 Privacy: a private record belongs to exactly one client, so only that client's answers depend on
@@ -32,7 +35,7 @@ from dpsd.data import DataInfo
 from dpsd.distill.annotators import GRADIENT_NOTE, PrivateAnnotator, gradient_sensitivity
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
-from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, dpsd_releases, plan_dpsd_ledger
+from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, check_dpsd_config, dpsd_releases, plan_dpsd_ledger
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger, rigorous_epsilon
 from dpsd.privacy.events import PrivacyEvent, UnprotectedRelease
@@ -52,6 +55,7 @@ class FedDPSDConfig(DPSDConfig):
     ray_num_cpus: int = MISSING
     noise_at: NoiseAt = MISSING
     client_teacher_steps: Optional[int] = MISSING
+    top_k_in_data_mode: bool = MISSING
 
 
 # ------------------------------------------------------------------------------------------------
@@ -138,6 +142,14 @@ def worst_client(client_ledgers: list[list[PrivacyEvent]], delta: float) -> list
     return max(client_ledgers, key=lambda events: rigorous_epsilon(events, delta)["eps_rigorous"])
 
 
+class FlexPerAnnotator(PrivateAnnotator):
+    """A client's mechanism (Fed-FlexPer, Alg. 2 lines 21-35): DPSD's, with M_k in data mode only where
+    ``method.top_k_in_data_mode`` asks for it (lines 24-26 normalise the whole output gradient)."""
+
+    def output_topk(self) -> int:
+        return int(self.privacy.k) if self.method.top_k_in_data_mode else self.num_classes
+
+
 class FedClient:
     """One client: its teacher, its own mechanism randomness and a ledger of what it sent.
 
@@ -149,7 +161,7 @@ class FedClient:
         self.teacher = teacher.eval()
         device = next(teacher.parameters()).device
         self.ledger = Ledger()
-        self.annotate = PrivateAnnotator(cfg, info.num_classes, torch.Generator(device=device).manual_seed(seed), self.ledger)
+        self.annotate = FlexPerAnnotator(cfg, info.num_classes, torch.Generator(device=device).manual_seed(seed), self.ledger)
 
     @torch.no_grad()
     def respond(self, samples: Tensor, student_logits: Tensor) -> Tensor:
@@ -248,6 +260,7 @@ class FederatedQuery:
 
 
 def check_config(cfg: DictConfig) -> None:
+    check_dpsd_config(cfg)
     method = cfg.method
     if int(method.num_clients) < 1:
         raise ConfigError(f"method.num_clients must be >= 1, got {method.num_clients}")
@@ -305,7 +318,7 @@ class FedDPSD(Method):
     config = FedDPSDConfig
     check_config = staticmethod(check_config)
     plan_ledger = staticmethod(plan_fed_dpsd_ledger)
-    annotator_class = PrivateAnnotator  # each client's
+    annotator_class = FlexPerAnnotator  # each client's
     noise_off = DPSD.noise_off
 
     def make_trainer(self, ctx: RunContext) -> FedDPSDTrainer:
