@@ -102,14 +102,22 @@ def test_config_hash_ignores_where_not_what(tmp_path):
     assert config_hash(compose(["privacy.epsilon=1", "seed=1"])) != config_hash(base)
 
 
-def test_cells_recorded_with_the_printed_dkd_do_not_keep_their_hash():
-    """Runs recorded as distillation_loss=dkd before method.dkd_temperature existed computed Eq. (2) as printed:
-    today's dkd (Zhao et al.'s DKD) must not find them under its hash (issue 34)."""
+def test_cells_recorded_with_the_printed_dkd_keep_their_hash_and_their_runs_are_stale():
+    """Runs recorded as distillation_loss=dkd before method.dkd_temperature existed computed Eq. (2) as printed.
+    The cell keeps its key at the default temperature (its label-mode and kd runs computed what they compute now),
+    and every such run is stale because the loss module is in the method's code version (issue 34); another
+    temperature is another cell."""
+    from dpsd.version import DRIVER, _checkout_files, closure, method_module
+
     cfg = compose(["privacy=data"])
     recorded = OmegaConf.to_container(cfg)
     del recorded["method"]["dkd_temperature"]
-    assert cfg.method.distillation_loss == "dkd"
-    assert config_hash(cfg) != config_hash(OmegaConf.create(recorded))
+    assert cfg.method.distillation_loss == "dkd" and cfg.method.dkd_temperature == 4.0
+    assert config_hash(cfg) == config_hash(OmegaConf.create(recorded))
+    assert config_hash(compose(["privacy=data", "method.dkd_temperature=1"])) != config_hash(cfg)
+    files = _checkout_files()
+    for method in ("dpsd", "dpdfd", "fed_dpsd"):
+        assert "dpsd/losses.py" in closure([DRIVER, method_module(method, files)], files), method
 
 
 def test_bad_specs_and_scales_are_one_line_errors(tmp_path):

@@ -37,12 +37,13 @@ _ADDED_AT_HISTORICAL_VALUE = {
     ("model", "teacher", "input"): {"normalization": "minus_one_one", "image_size": None},
     ("model", "generator", "output"): "tanh",
     ("model", "generator", "block_bn_eps"): 1e-5,
+    ("method", "dkd_temperature"): 4.0,
 }
-# Not here on purpose: ``method.dkd_temperature`` (issue 34). It came with a change of what ``distillation_loss=dkd``
-# computes (Eq. (2) as printed before, Zhao et al.'s DKD since), so no value of it reproduces what earlier ``dkd``
-# runs did; left in the hash, it re-keys every cell of the methods on DPSD's loop, and no faithful-DKD cell finds a
-# run of the printed formula. (Their label-mode and ``kd`` cells computed what they do now, but every one of those
-# runs is stale anyway: ``dpsd/losses.py`` is in each such method's code closure, ``dpsd/version.py``.)
+# ``method.dkd_temperature`` (issue 34) came with a change of what ``distillation_loss=dkd`` computes (Eq. (2) as
+# printed before, Zhao et al.'s DKD since). A change of what code computes is what staleness is for: the cells keep
+# their keys, and every run recorded before is STALE (``dpsd/losses.py`` is in each such method's code closure,
+# dpsd/version.py), listed by --dry-run, marked in every table and verdict, re-run with --rerun-stale. Re-keying
+# them instead would hide the label-mode and ``kd`` runs, which computed what they compute now.
 
 
 @dataclass(frozen=True)
