@@ -19,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import CONFIG_DIR, check_method_node, compose, switch_noise_off
+from dpsd.config import CONFIG_DIR, check_method_overrides, compose, switch_noise_off
 from dpsd.errors import ConfigError
 
 SCALES = ("smoke", "laptop", "paper")
@@ -251,7 +251,7 @@ def _finished(overrides: tuple[str, ...]) -> DictConfig:
     ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not _is_group_choice(o)], cfg)
     OmegaConf.resolve(cfg)  # the rest of dpsd.config.compose
     cfg = switch_noise_off(cfg)
-    check_method_node(cfg)
+    check_method_overrides(cfg, overrides)
     return cfg
 
 
