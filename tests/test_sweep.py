@@ -648,3 +648,18 @@ def test_an_on_demand_spec_runs_at_its_own_budget_without_the_shared_smoke_list_
     shared = write_spec(tmp_path, "shared", base=["method=pate"], grid={"method.num_teachers": [2, 10]},
                         smoke=["privacy.k=2"])
     assert [(c.compose().method.num_teachers, c.compose().method.epochs) for c in expand_cells(shared, "smoke")] == [(2, 3)]
+
+
+def test_a_sweep_warns_before_it_runs_cells_whose_budgets_differ(tmp_path, capsys):
+    """Issue 36, item 2: cells compared in one table at different budgets on a key the spec does not
+    vary (LP-1ST's smoke epoch against DP-SGD's 0.1) are named before anything runs, and kept in the
+    summary; varying the key in the spec makes the difference the point of the table."""
+    results = [f"results_dir={tmp_path / 'results'}"]
+    path = write_spec(tmp_path, "unfair", base=["privacy=label"], cells=[["method=lp1st"], ["method=dpsgd"]])
+    summary = run_sweep(path, "smoke", results, dry_run=True)
+    assert summary["unequal_budgets"] == {"method=lp1st": "method.epochs=1 (others: 0.1)",
+                                          "method=dpsgd": "method.epochs=0.1 (others: 1)"}
+    assert "warning: unequal budget in cell method=lp1st: method.epochs=1 (others: 0.1)" in capsys.readouterr().err
+    path = write_spec(tmp_path, "fair", base=["privacy=label"],
+                      cells=[["method=lp1st", "method.epochs=1"], ["method=dpsgd", "method.epochs=1"]])
+    assert run_sweep(path, "smoke", results, dry_run=True)["unequal_budgets"] == {}

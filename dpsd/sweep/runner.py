@@ -30,6 +30,7 @@ import json
 import os
 import re
 import socket
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -40,7 +41,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError, Fault
-from dpsd.sweep.spec import Cell, Spec, expand_configs, load_spec
+from dpsd.sweep.fairness import budget_differences
+from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags, claim_cell, client_for,
                               failed_cells, finished_by, heartbeat, is_done, live_claims, parent_run,
                               record_data_absent, record_failure, recorded_hashes, recorded_versions, release_claim,
@@ -433,8 +435,12 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     versions = recorded_versions(client, experiment_id)
     current = {method: method_code_version(method) for method in sorted({c.method for c in cells})}
     failed_before = failed_cells(client, experiment_id)
+    unequal = budget_differences(varied_keys(spec), [(group_label(c.label), cfg) for c, cfg in zip(cells, configs)])
+    for label, note in unequal.items():  # before anything runs: the table will mark these rows
+        print(f"dpsd sweep {spec.name}: warning: unequal budget in cell {label or 'base'}: {note}", file=sys.stderr)
     summary: dict[str, Any] = {"spec": spec.name, "scale": scale, "tracking_uri": client.tracking_uri,
-                               "parent_run_id": None, "restored": False, "errors": [], "code_versions": current}
+                               "parent_run_id": None, "restored": False, "errors": [], "code_versions": current,
+                               "unequal_budgets": unequal}
     status = {c.config_hash: cell_state(versions, c.config_hash, current[c.method]) for c in cells}
     if rerun_stale:
         status = {digest: "to_run" if state == "stale" else state for digest, state in status.items()}

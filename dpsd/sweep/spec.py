@@ -7,6 +7,7 @@ import functools
 import hashlib
 import itertools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -122,9 +123,22 @@ def common_smoke_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
 def over_smoke_cap(spec: Spec, cfg: DictConfig) -> bool:
     """Whether a cell exceeds a shared smoke cap on a key the spec varies (its grid or cells: an amount
     axis such as teachers or synthetic images); sizes a spec sets for all its cells are not capped."""
-    varied = set(spec.grid) | {override_key(o) for cell in spec.cells for o in cell}
+    varied = varied_keys(spec)
     return any((value := OmegaConf.select(cfg, key)) is not None and value > cap
                for key, cap in spec.smoke_caps if key in varied)
+
+
+_SEED = re.compile(r"^\+{0,2}seed=")
+
+
+def group_label(label: str) -> str:
+    """The cell's label without ``seed=``: the label shared by a cell's seeds."""
+    return " ".join(o for o in label.split() if not _SEED.match(o))
+
+
+def varied_keys(spec: Spec) -> set[str]:
+    """The override keys a spec varies: its grid's, and every key its explicit cells set."""
+    return set(spec.grid) | {override_key(o) for cell in spec.cells for o in cell}
 
 
 def smoke_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]], own: Sequence[str]) -> tuple[str, ...]:
