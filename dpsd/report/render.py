@@ -103,7 +103,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     groups = group_frame(frame)
     if not groups.empty:  # cells whose budget differs on a key the spec does not vary: the table marks them
         unequal = budget_differences(varied_keys(spec), [(group_label(cell.label), cfg) for cell, cfg in pairs])
-        groups["budget"] = groups["group"].map(unequal).fillna("")
+        groups["budget"] = [unequal.get(label, "") for label in groups["group"]]
     # `reference: none`: the paper prints no numbers for this study (the id only names the figure)
     refs = reference_rows(reference, feeds, spec.name)
     if scoreboard is not None:

@@ -43,7 +43,7 @@ from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError, Fault
 from dpsd.sweep.fairness import budget_differences
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys
-from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags, claim_cell, client_for,
+from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, cell_tags, claim_cell, client_for, recorded_figures,
                               failed_cells, finished_by, heartbeat, is_done, live_claims, parent_run,
                               record_data_absent, record_failure, recorded_hashes, recorded_versions, release_claim,
                               cell_state)
@@ -258,7 +258,7 @@ def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: d
             # (every trial asks for the same resources); each run still seeds and builds its own state.
             tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent, reuse_actors=True,
                                         trial_dirname_creator=lambda trial: trial.trial_id),
-            run_config=tune.RunConfig(name=experiment, storage_path=str(storage), verbose=1,
+            run_config=tune.RunConfig(name=experiment, storage_path=str(storage), verbose=0,
                                       failure_config=tune.FailureConfig(max_failures=0)),
         )
     grid = tuner.fit()
@@ -440,7 +440,7 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
         print(f"dpsd sweep {spec.name}: warning: unequal budget in cell {label or 'base'}: {note}", file=sys.stderr)
     summary: dict[str, Any] = {"spec": spec.name, "scale": scale, "tracking_uri": client.tracking_uri,
                                "parent_run_id": None, "restored": False, "errors": [], "code_versions": current,
-                               "unequal_budgets": unequal}
+                               "unequal_budgets": unequal, "figures": recorded_figures(client, experiment_id)}
     status = {c.config_hash: cell_state(versions, c.config_hash, current[c.method]) for c in cells}
     if rerun_stale:
         status = {digest: "to_run" if state == "stale" else state for digest, state in status.items()}
@@ -504,6 +504,10 @@ def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, tuple],
         else:
             status[c.config_hash] = "failed"
             reasons[c.label] = outcome.get("reason") or f"no outcome ({outcome.get('outcome', 'trial did not report')})"
+    try:
+        plan.summary["figures"] = recorded_figures(plan.client, plan.experiment_id)
+    except Exception as err:  # the figures are a courtesy; the statuses above are the sweep's result
+        plan.summary["errors"].append(f"could not read the cells' figures back ({one_line(err)})")
     return summarize(plan.summary, plan.cells, status, reasons)
 
 

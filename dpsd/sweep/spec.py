@@ -26,8 +26,9 @@ from dpsd.errors import ConfigError
 SCALES = ("smoke", "laptop", "paper")
 SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "on_demand")
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
-# The smoke overrides every spec of a folder shares (less the keys a spec varies): ``common/smoke.yaml``
-# in the spec's folder (the repository's is ``sweeps/common/smoke.yaml``).
+# The smoke overrides every spec shares (less the keys a spec varies): the package's
+# ``sweeps/common/smoke.yaml``, wherever the spec lies, unless the spec's folder has a ``common/smoke.yaml``
+# of its own (a set of specs that shrinks differently).
 COMMON_SMOKE = Path("common") / "smoke.yaml"
 # Not part of a cell's identity: where results go, where data lives, how runs are tracked.
 _UNHASHED = ("tracking", "results_dir")
@@ -101,9 +102,16 @@ def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def shared_smoke_file(spec_file: Path) -> Path:
+    """The shared smoke file a spec gets: its folder's :data:`COMMON_SMOKE`, else the package's
+    (``sweeps/common/smoke.yaml``): a study of one's own anywhere on disk is shrunk like the repository's."""
+    beside = spec_file.parent / COMMON_SMOKE
+    return beside if beside.is_file() else REPO_SWEEPS / COMMON_SMOKE
+
+
 def common_smoke(spec_file: Path) -> tuple[str, ...]:
-    """The shared smoke list (:data:`COMMON_SMOKE` in the spec's folder); () if the folder has none."""
-    shared = spec_file.parent / COMMON_SMOKE
+    """The shared smoke list (:func:`shared_smoke_file`); () if there is none."""
+    shared = shared_smoke_file(spec_file)
     if not shared.is_file():
         return ()
     return _overrides((yaml.safe_load(shared.read_text()) or {}).get("smoke"), f"{shared}: smoke")
@@ -111,7 +119,7 @@ def common_smoke(spec_file: Path) -> tuple[str, ...]:
 
 def common_smoke_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
     """The shared list's ``caps`` (``key: largest value run at smoke scale``); () if there are none."""
-    shared = spec_file.parent / COMMON_SMOKE
+    shared = shared_smoke_file(spec_file)
     caps = (yaml.safe_load(shared.read_text()) or {}).get("caps") if shared.is_file() else None
     if caps is None:
         return ()
