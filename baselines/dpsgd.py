@@ -119,7 +119,6 @@ class DPSGD(Method):
             claim=Claim(eps, delta, "(eps, delta)-DP", f"Opacus {method.accountant} accountant"),
             notes=[f"DP-SGD, noise multiplier {sigma:.4g}, {steps} steps at sample rate {method.sample_rate}; "
                    "w.r.t. adding or removing one private record"],
-            neighbouring="add_remove_record",
         )
         ledger.record(DPSGD.release(cfg, sigma, steps))
         return ledger

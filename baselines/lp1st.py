@@ -3,7 +3,9 @@ NeurIPS 2021, Alg. 1 with a uniform prior), a label-DP baseline.
 
 Each private training label goes once through k-ary randomized response over all classes
 (RR-with-prior with a uniform prior is plain RR); the student is trained on the private images with
-those noisy labels. The images are used as they are: the guarantee is label-DP only.
+those noisy labels. The images are used as they are (a :class:`PrivateImagesRelease`), so the
+releases put the ledger under the label relation: eps_rigorous is the randomized response's epsilon
+w.r.t. one changed label, and infinite w.r.t. a replaced record.
 """
 
 from __future__ import annotations
@@ -12,16 +14,15 @@ from dataclasses import dataclass
 
 import torch
 from omegaconf import MISSING, DictConfig
-from torch.utils.data import DataLoader
 
 from baselines.training import RelabelledSplit, train_student
-from dpsd.data import DataInfo
+from dpsd.data import DataInfo, split_labels
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim
-from dpsd.privacy.events import RandomizedResponseRelease
+from dpsd.privacy.events import PrivateImagesRelease, RandomizedResponseRelease
 
 
 def label_epsilon(cfg: DictConfig) -> float:
@@ -39,6 +40,10 @@ def noisy_labels_release(cfg: DictConfig, info: DataInfo) -> RandomizedResponseR
         epsilon=label_epsilon(cfg), num_buckets=info.num_classes, count=1,
         note="each private label once, k-ary randomized response (parallel composition over records)",
     )
+
+
+IMAGES = PrivateImagesRelease(note="the student trains on the private images as they are (label-DP covers the labels only)")
+"""The other release: the raw images, which put the ledger under the label relation."""
 
 
 @dataclass
@@ -60,13 +65,10 @@ class LP1ST(Method):
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
         ledger = Ledger(
             claim=Claim(label_epsilon(cfg), 0.0, "eps-label-DP", "Ghazi et al. 2021 (LP-1ST)"),
-            notes=[
-                "label-DP: the private images are used without noise; only the labels are protected",
-                "eps_rigorous is w.r.t. changing one record's label (not its image)",
-            ],
-            neighbouring="label",
+            notes=["label-DP: the private images are used without noise; only the labels are protected"],
         )
         ledger.record(noisy_labels_release(cfg, info))
+        ledger.record(IMAGES)
         return ledger
 
     @staticmethod
@@ -76,10 +78,11 @@ class LP1ST(Method):
     def fit(self, ctx: RunContext) -> RunResult:
         cfg, info = ctx.cfg, ctx.info
         train = ctx.data.train
-        labels = torch.cat([torch.as_tensor(y) for _, y in DataLoader(train, batch_size=1024)]).to(ctx.device)
+        labels = torch.as_tensor(split_labels(train), device=ctx.device)
         # each record's own label, once: the records are disjoint, so the answers compose in parallel
         noisy, event = mechanisms.randomized_response(labels, info.num_classes, label_epsilon(cfg), ctx.rng, release="once")
         ctx.ledger.record(event)
+        ctx.ledger.record(IMAGES)
         student, final_loss = train_student(ctx, RelabelledSplit(train, noisy.cpu()))
         flipped = float((noisy != labels).float().mean())
         return RunResult(student=student, ledger=ctx.ledger,

@@ -60,9 +60,10 @@ def aggregator_release(cfg: DictConfig) -> GaussianRelease | LaplaceRelease:
     which the argmax is post-processing)."""
     method = cfg.method
     if method.aggregator == "lnmax":
-        return LaplaceRelease(l1_sensitivity=2.0, scale=1 / float(method.gamma), count=int(method.queries), note=LNMAX_NOTE)
+        return LaplaceRelease(l1_sensitivity=2.0, scale=1 / float(method.gamma), count=int(method.queries), note=LNMAX_NOTE,
+                              relation="teacher_partition")
     return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=float(method.sigma), count=int(method.queries),
-                           note=GNMAX_NOTE)
+                           note=GNMAX_NOTE, relation="teacher_partition")
 
 
 def confident(cfg: DictConfig) -> bool:
@@ -78,7 +79,7 @@ def threshold_release(cfg: DictConfig) -> GaussianRelease:
     """Confident-GNMax's check (2018, Alg. 1 line 1) for all ``method.queries``: the top vote count
     (L2 sensitivity 1) + N(0, sigma1^2), compared with T (post-processing)."""
     return GaussianRelease(l2_sensitivity=1.0, noise_std=float(cfg.method.sigma1), count=int(cfg.method.queries),
-                           note=THRESHOLD_NOTE)
+                           note=THRESHOLD_NOTE, relation="teacher_partition")
 
 
 def releases(cfg: DictConfig) -> list[GaussianRelease | LaplaceRelease]:
@@ -126,7 +127,8 @@ def confident_mask(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tupl
     """Confident-GNMax's check (2018, Alg. 1): max_j n_j + N(0, sigma1^2) >= T, per query, and its
     event (the top count has L2 sensitivity 1: one teacher's changed vote moves it by at most one)."""
     top = votes.max(dim=1).values
-    noisy, event = mechanisms.gaussian_mechanism(top, 1.0, float(cfg.method.sigma1), rng, note=THRESHOLD_NOTE)
+    noisy, event = mechanisms.gaussian_mechanism(top, 1.0, float(cfg.method.sigma1), rng, note=THRESHOLD_NOTE,
+                                                 relation="teacher_partition")
     return noisy >= float(cfg.method.confident_threshold), event
 
 
@@ -135,9 +137,11 @@ def noisy_argmax(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[
     release per query; one changed record moves one teacher's vote: L1 sensitivity 2, L2 sqrt 2)."""
     method = cfg.method
     if method.aggregator == "lnmax":
-        noisy, event = mechanisms.laplace_mechanism(votes, 2.0, 1 / float(method.gamma), rng, note=LNMAX_NOTE)
+        noisy, event = mechanisms.laplace_mechanism(votes, 2.0, 1 / float(method.gamma), rng, note=LNMAX_NOTE,
+                                                     relation="teacher_partition")
     else:
-        noisy, event = mechanisms.gaussian_mechanism(votes, math.sqrt(2), float(method.sigma), rng, note=GNMAX_NOTE)
+        noisy, event = mechanisms.gaussian_mechanism(votes, math.sqrt(2), float(method.sigma), rng, note=GNMAX_NOTE,
+                                                      relation="teacher_partition")
     return noisy.argmax(dim=1), event
 
 
@@ -194,7 +198,7 @@ class PATE(Method):
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
-        ledger = Ledger(claim=data_independent_claim(cfg), notes=PATE.notes(cfg), neighbouring="teacher_partition")
+        ledger = Ledger(claim=data_independent_claim(cfg), notes=PATE.notes(cfg))
         for release in releases(cfg):
             ledger.record(release)
         return ledger

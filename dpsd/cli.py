@@ -25,6 +25,9 @@
                                      plots, sample grids and index.html, from the recorded runs
     dpsd reproduce [--scale smoke|laptop|paper] [--only SPEC ...] [--dry-run] [--rerun-stale] [--cpus-per-trial N] [overrides]
                                      the sweeps (whatever is missing), then the report
+    dpsd new method NAME --from EXISTING
+                                     a new method copied from EXISTING: module, YAML, its per-scale
+                                     files, the registering import and a test stub; prints what is left
     dpsd sync [results/fallback] [--to URI]
                                      copy the runs a tracking server missed (kept in the local
                                      fallback store) to it
@@ -405,7 +408,22 @@ def cmd_quickstart(args: list[str]) -> int:
     return 1 if result["sweep"]["failed"] else 0
 
 
-COMMANDS = {"run": cmd_run, "quickstart": cmd_quickstart, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report,
+def cmd_new(args: list[str]) -> None:
+    from dpsd.scaffold import new_method
+
+    parser = argparse.ArgumentParser(prog="dpsd new", description="scaffold a new method from one that runs")
+    parser.add_argument("kind", choices=["method"])
+    parser.add_argument("name", help="the new method's registered name (a lower-case identifier)")
+    parser.add_argument("--from", dest="source", required=True, help="the registered method to copy (e.g. lp1st)")
+    parsed = parser.parse_args(args)
+    result = new_method(parsed.name, parsed.source)
+    print("wrote:")
+    print("\n".join(f"  {path}" for path in result["written"]))
+    print("left to do:")
+    print("\n".join(f"  [ ] {item}" for item in result["todo"]))
+
+
+COMMANDS = {"new": cmd_new, "run": cmd_run, "quickstart": cmd_quickstart, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report,
             "audit": cmd_audit, "sweep": cmd_sweep, "report": cmd_report, "reproduce": cmd_reproduce, "sync": cmd_sync}
 
 

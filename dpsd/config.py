@@ -119,22 +119,73 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
         raise ConfigError(str(err).splitlines()[0]) from None
     except (ConfigCompositionException, OmegaConfBaseException) as err:
         raise ConfigError(" ".join(str(err).split())) from None
-    check_method_node(cfg)
+    check_method_overrides(cfg, overrides)
     return cfg
 
 
-def check_method_node(cfg: DictConfig) -> None:
-    """The method node against its method's dataclass (:class:`dpsd.methods.base.MethodConfig`):
-    a switch outside its Enum or a value of the wrong type is one line naming what is accepted.
-    Keys the dataclass does not declare are left alone (a sweep's shared smoke list adds other
-    methods' keys with ``++``); the config itself is not changed."""
+def check_method_overrides(cfg: DictConfig, overrides: list[str] | tuple[str, ...]) -> None:
+    """:func:`check_method_node` for ``cfg`` composed from ``overrides``: the ``method=`` file they
+    chose, and the method keys they add with ``+``/``++``."""
+    chosen = [o.split("=", 1)[1] for o in overrides if re.fullmatch(r"method=\w+", o)]
+    added = {o.split("=", 1)[0].lstrip("+")[len("method."):] for o in overrides if re.match(r"\+\+?method\.", o)}
+    check_method_node(cfg, chosen[-1] if chosen else cfg.method.name, added)
+
+
+def _registered(name: str, option: str):
+    """The method class registered as ``name`` (the ``name:`` of ``conf/method/<option>.yaml``), or
+    one line saying which of the two is wrong: the YAML's ``name:`` or a module never imported."""
     from dpsd.methods import METHODS
 
-    config = METHODS.get(cfg.method.name).config
+    if name in METHODS:
+        return METHODS.get(name)
+    if name != option:
+        raise ConfigError(f"conf/method/{option}.yaml sets name: {name}, which no method registers; the name: "
+                          f"field must equal the file name and the @register_method name ({option!r})")
+    raise ConfigError(f"method {name!r} is not registered: import its module in dpsd/methods/__init__.py (core) or "
+                      f"baselines/__init__.py (adapter), and check its @register_method({name!r}); known: "
+                      f"{', '.join(METHODS.names())}")
+
+
+def check_method_node(cfg: DictConfig, option: str | None = None, added: set[str] = frozenset()) -> None:
+    """The method node against its method's dataclass (:class:`dpsd.methods.base.MethodConfig`):
+    a switch outside its Enum or a value of the wrong type is one line naming what is accepted; a
+    field the YAML does not set, or a key the YAML (or a ``method_scale`` file) sets that the
+    dataclass does not declare, is one line naming the key and where to add it. Keys added on the
+    command line with ``+``/``++`` (``added``: a sweep's shared smoke list adds other methods' keys)
+    are left alone; the config itself is not changed. ``option`` is the chosen ``conf/method`` file."""
+    option = option or cfg.method.name
+    method = _registered(cfg.method.name, option)
+    config = method.config
+    where = f"{config.__name__} ({method.__module__})"
+    declared, present = _field_keys(config), _node_keys(cfg.method)
+    for key in sorted(declared - present):
+        raise ConfigError(f"method.{key}: {where} declares it but conf/method/{option}.yaml does not set it; "
+                          f"add '{key}: <value>' to the YAML or remove the field")
+    for key in sorted(present - declared - set(added)):
+        raise ConfigError(f"method.{key}: set by conf/method/{option}.yaml (or a method_scale/<scale>/{option}.yaml) "
+                          f"but {where} declares no such field; add '{key.split('.')[-1]}: <type> = MISSING' to it "
+                          f"or remove the key")
     try:
         OmegaConf.merge(OmegaConf.structured(config), _declared(config, cfg.method))
     except OmegaConfBaseException as err:
         raise ConfigError(f"method.{err.full_key}: {str(err.msg).splitlines()[0]}") from None
+
+
+def _field_keys(config: type, prefix: str = "") -> set[str]:
+    """Every key the dataclass ``config`` declares, nested ones as ``a.b``."""
+    types = get_type_hints(config)
+    keys: set[str] = set()
+    for f in fields(config):
+        keys |= _field_keys(types[f.name], f"{prefix}{f.name}.") if is_dataclass(types[f.name]) else {prefix + f.name}
+    return keys
+
+
+def _node_keys(node: DictConfig, prefix: str = "") -> set[str]:
+    """Every key of the config node, nested ones as ``a.b``."""
+    keys: set[str] = set()
+    for key, value in node.items():
+        keys |= _node_keys(value, f"{prefix}{key}.") if isinstance(value, DictConfig) else {prefix + str(key)}
+    return keys
 
 
 def _declared(config: type, node: DictConfig) -> dict:

@@ -186,6 +186,54 @@ class TensorSplit(TensorDataset):
         return image, int(label)
 
 
+class WatchedSplit(Dataset):
+    """The private split as a method's ``fit`` sees it: every item read, or ``tensors`` taken, sets
+    ``images_read``, so the runner can stop a run that used the raw private images with no release
+    covering them (:meth:`dpsd.privacy.accounting.Ledger.check_image_use`). ``labels`` reads the
+    labels alone (a label mechanism's input) without setting it; teachers train on
+    :func:`teacher_view` (their answers are accounted by the events on them)."""
+
+    def __init__(self, source: Dataset) -> None:
+        self.source, self.images_read = source, False
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        self.images_read = True
+        return self.source[index]
+
+    @property
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        if not hasattr(self.source, "tensors"):
+            raise AttributeError("tensors")
+        self.images_read = True
+        return self.source.tensors
+
+    @property
+    def labels(self) -> list[int]:
+        """Every record's label, in order, without touching the images where the split holds them apart."""
+        return split_labels(self.source)
+
+
+def split_labels(split: Dataset) -> list[int]:
+    """The labels of ``split``, in order (from memory where it keeps them)."""
+    if isinstance(split, WatchedSplit):
+        return split.labels
+    if hasattr(split, "tensors"):
+        return split.tensors[1].tolist()
+    if hasattr(split, "labels"):
+        return list(split.labels)
+    return [int(split[i][1]) for i in range(len(split))]
+
+
+def teacher_view(split: Dataset) -> Dataset:
+    """The unwatched private split under a :class:`WatchedSplit`, for training teachers (ensemble
+    members, a client's teacher): a teacher is a function of the private data by design, accounted by
+    the events on its answers, not a release of the images."""
+    return split.source if isinstance(split, WatchedSplit) else split
+
+
 class IndexedSplit(Dataset):
     """The items ``indices`` of a lazily transformed dataset ``source``, relabelled with ``labels``."""
 

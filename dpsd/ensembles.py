@@ -35,7 +35,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from dpsd.data import DataSplits
+from dpsd.data import DataSplits, teacher_view
 from dpsd.errors import ConfigError
 from dpsd.models import build_classifier, channels_last
 from dpsd.progress import ProgressLog
@@ -133,7 +133,7 @@ def _train_missing(cfg: DictConfig, chosen: str, data: DataSplits, device: torch
         for done, i in enumerate(pending):
             model = _fresh_member(configs[i], data)
             with torch.random.fork_rng(devices=[]):
-                train_classifier(model, Subset(data.train, parts[i]), cfg.model.teacher.recipe, device,
+                train_classifier(model, Subset(teacher_view(data.train), parts[i]), cfg.model.teacher.recipe, device,
                                  int(configs[i].seed), desc=f"member {names[i]}")
             members[i] = model
             if log is not None:
@@ -202,7 +202,7 @@ def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, con
         return F.cross_entropy(functional_call(skeleton, (p, b), (x,)), y)
 
     batched_loss = vmap(member_loss, randomness="different")
-    images = [images_and_labels(data.train, part) for part in parts]
+    images = [images_and_labels(teacher_view(data.train), part) for part in parts]
     images = [(x.to(device), y.to(device)) for x, y in images]
     streams = [_endless(_loader(len(part), int(recipe.batch_size), int(member_cfg.seed)))
                for part, member_cfg in zip(parts, configs)]

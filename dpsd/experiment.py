@@ -7,6 +7,7 @@ reported), turns the ledger into both epsilon figures and records everything.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -16,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from dpsd.config import resolve_device, resolve_paths, validate
-from dpsd.data import data_info, load_data
+from dpsd.data import WatchedSplit, data_info, load_data
 from dpsd.errors import Fault
 from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
@@ -94,11 +95,14 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         def phase_log(desc: str, phase_total: int) -> ProgressLog | None:
             return ProgressLog(f"{cfg.method.name} {desc}", phase_total) if log is not None else None
 
-        ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=ledger,
-                         progress=progress, phase_log=phase_log)
+        # the method sees the private split watched: reading its images is a release its ledger must cover
+        private = WatchedSplit(data.train)
+        ctx = RunContext(cfg=cfg, data=dataclasses.replace(data, train=private), teachers=[teacher], device=device,
+                         rng=rng, ledger=ledger, progress=progress, phase_log=phase_log)
         train_start = time.perf_counter()
         result = method_cls().fit(ctx)
         time_train = time.perf_counter() - train_start
+    result.ledger.check_image_use(cfg.method.name, private.images_read)
     privacy = result.ledger.summary(float(cfg.privacy.delta))
     metrics = {
         "student_test_accuracy": evaluate_accuracy(result.student, data.test, device),

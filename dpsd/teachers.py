@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from dpsd.data import DataSplits, input_convention
+from dpsd.data import DataSplits, input_convention, teacher_view
 from dpsd.errors import ConfigError
 from dpsd.models import build_classifier
 from dpsd.version import teacher_code_version
@@ -154,7 +154,7 @@ def load_or_train_teacher(cfg: DictConfig, data: DataSplits, device: torch.devic
         model.load_state_dict(stored["state_dict"])
         return model.to(device).eval(), {"path": str(path), "cached": True, "test_accuracy": stored["test_accuracy"]}
     with torch.random.fork_rng(devices=[]):
-        train_classifier(model, data.train, teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch}")
+        train_classifier(model, teacher_view(data.train), teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch}")
     accuracy = evaluate_accuracy(model, data.test, device)
     save_teacher(cfg, "full", model, accuracy)
     return model, {"path": str(path), "cached": False, "test_accuracy": accuracy}

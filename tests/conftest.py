@@ -24,6 +24,14 @@ def load_tool(name: str):
     return module
 
 
+def spec_folder(folder: Path) -> Path:
+    """``folder`` made, with an empty ``common/smoke.yaml``: its specs are sized by their own overrides,
+    not by the package's shared smoke list (which every other folder's specs get)."""
+    (folder / "common").mkdir(parents=True, exist_ok=True)
+    (folder / "common" / "smoke.yaml").write_text("{}\n")
+    return folder
+
+
 LEDGER_KEYS = ("eps_claimed", "eps_rigorous", "queries", "delta", "neighbouring")
 
 

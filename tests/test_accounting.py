@@ -24,6 +24,7 @@ from dpsd.privacy import (
     Claim,
     GaussianRelease,
     LaplaceRelease,
+    PrivateImagesRelease,
     Ledger,
     RandomizedResponseRelease,
     SubsampledGaussianRelease,
@@ -96,7 +97,8 @@ def test_events_are_json_ready_with_their_kind():
     dicts = [dataclasses.asdict(event) for event in events]
     assert [d["kind"] for d in dicts] == ["gaussian", "randomized_response", "laplace"]
     assert dicts[0] == {
-        "l2_sensitivity": 0.01, "noise_std": 0.5, "count": 3, "note": "teacher gradients", "kind": "gaussian"
+        "l2_sensitivity": 0.01, "noise_std": 0.5, "count": 3, "note": "teacher gradients", "kind": "gaussian",
+        "relation": "replace_record",
     }
     json.dumps(dicts)
     assert events[0].noise_multiplier == pytest.approx(50.0)
@@ -430,12 +432,12 @@ def test_rigorous_epsilon_falls_back_to_rdp_when_the_pld_fails_or_is_larger(monk
     events = [GaussianRelease(1.0, 2.0, count=10)]
     rdp = rdp_epsilon(events, DELTA)
     for pld, expected in ((rdp + 1.0, (rdp, "rdp")), (rdp, (rdp, "pld")), (rdp - 1.0, (rdp - 1.0, "pld"))):
-        monkeypatch.setattr(accounting, "pld_epsilon", lambda events, delta, value=pld: value)
+        monkeypatch.setattr(accounting, "pld_epsilon", lambda events, delta, relation=None, value=pld: value)
         result = rigorous_epsilon(events, DELTA)
         assert (result["eps_rigorous"], result["accountant"]) == expected
         assert (result["eps_rigorous_rdp"], result["eps_rigorous_pld"]) == (rdp, pld)
 
-    def fails(events, delta):
+    def fails(events, delta, relation=None):
         raise MemoryError
 
     monkeypatch.setattr(accounting, "pld_epsilon", fails)
@@ -445,11 +447,10 @@ def test_rigorous_epsilon_falls_back_to_rdp_when_the_pld_fails_or_is_larger(monk
 
 def test_a_planned_ledger_keeps_the_plans_claim_notes_relation_and_partial_figure():
     claim = dpsd_theorem2(1.0)
-    plan = Ledger(claim=claim, notes=["a caveat"], neighbouring="teacher_partition", partial="eps_labels_only")
-    plan.record(GaussianRelease(1.0, 2.0))
+    plan = Ledger(claim=claim, notes=["a caveat"], partial="eps_labels_only")
+    plan.record(GaussianRelease(1.0, 2.0, relation="teacher_partition"))
     run = plan.planned()
-    assert (run.claim, run.notes, run.neighbouring, run.partial, run.events) == (
-        claim, ["a caveat"], "teacher_partition", "eps_labels_only", [])
+    assert (run.claim, run.notes, run.partial, run.events) == (claim, ["a caveat"], "eps_labels_only", [])
     run.notes.append("another")
     assert plan.notes == ["a caveat"]
 
@@ -543,26 +544,67 @@ def test_an_unknown_event_is_refused():
         rigorous_epsilon([MysteryRelease()], DELTA)
 
 
-def test_every_ledger_states_a_known_neighbouring_relation():
+def test_the_releases_decide_the_neighbouring_relation():
+    """Issue 36, item 3: no ledger declares its relation; what it records decides it."""
     assert Ledger().summary(DELTA)["neighbouring"] == "replace_record"
-    assert Ledger(neighbouring="label").summary(DELTA)["neighbouring"] == "label"
-    with pytest.raises(ConfigError, match="neighbouring relation must be one of"):
-        Ledger(neighbouring="replace_one")
-    with pytest.raises(ConfigError, match="add_remove_record"):
-        Ledger().record(SubsampledGaussianRelease(1.0, 0.1))
-    dpsgd = Ledger(neighbouring="add_remove_record")
+    with pytest.raises(ConfigError, match="relation must be one of"):
+        GaussianRelease(1.0, 2.0, relation="replace_one")
+    dpsgd = Ledger()
     dpsgd.record(SubsampledGaussianRelease(1.0, 0.1))
-    assert dpsgd.planned().neighbouring == "add_remove_record" and dpsgd.planned().events == []
+    assert dpsgd.neighbouring == "add_remove_record"
+    with pytest.raises(ConfigError, match="add_remove_record"):
+        dpsgd.record(GaussianRelease(1.0, 2.0))
+    votes = Ledger()
+    votes.record(UnprotectedRelease(note="a generator"))
+    votes.record(LaplaceRelease(2.0, 40.0, relation="teacher_partition"))
+    assert votes.neighbouring == "teacher_partition"
+    with pytest.raises(ConfigError, match="no neighbouring relation covers both"):
+        votes.record(PrivateImagesRelease())
+    labels = Ledger()
+    labels.record(RandomizedResponseRelease(1.0, 10))
+    assert labels.neighbouring == "replace_record"
+    labels.record(PrivateImagesRelease())
+    assert labels.neighbouring == "label"
+
+
+def test_raw_private_images_are_inf_under_replace_record_and_free_under_label():
+    """LP-1ST's releases: its labels through randomized response once, its student on the raw images."""
+    events = [RandomizedResponseRelease(1.0, 10), PrivateImagesRelease()]
+    label_only = rigorous_epsilon([RandomizedResponseRelease(1.0, 10)], DELTA)["eps_rigorous"]
+    assert label_only == pytest.approx(1.0, rel=1e-3)
+    assert rigorous_epsilon(events, DELTA)["eps_rigorous"] == label_only  # the events decide: label
+    assert rigorous_epsilon(events, DELTA, "label")["eps_rigorous"] == label_only
+    assert rigorous_epsilon(events, DELTA, "replace_record")["eps_rigorous"] == math.inf
+
+
+def test_a_label_dp_claim_is_refused_on_a_ledger_that_does_not_cover_a_changed_label():
+    ledger = Ledger(claim=dpsd_theorem2(1.0))
+    ledger.record(GaussianRelease(1.0, 2.0, relation="teacher_partition"))
+    with pytest.raises(ConfigError, match="needs a ledger under the label relation"):
+        ledger.summary(DELTA)
+
+
+def test_reading_the_private_images_needs_a_release_that_covers_them():
+    """The false-epsilon trap: a label mechanism recorded, the student trained on the raw images."""
+    trap = Ledger(claim=Claim(1.0, 0.0, "eps-label-DP", "a label-DP adapter"))
+    trap.record(RandomizedResponseRelease(1.0, 10))
+    trap.check_image_use("trap", images_read=False)  # noisy labels alone: replace_record holds
+    with pytest.raises(ConfigError, match="record PrivateImagesRelease") as refused:
+        trap.check_image_use("trap", images_read=True)
+    assert "\n" not in str(refused.value) and "label relation" in str(refused.value)
+    trap.record(PrivateImagesRelease())
+    trap.check_image_use("trap", images_read=True)
+    assert trap.summary(DELTA)["eps_rigorous"] == pytest.approx(1.0, rel=1e-3)
 
 
 def test_an_unprotected_release_makes_eps_rigorous_inf_and_the_partial_figure_keeps_its_own_name():
-    ledger = Ledger(claim=dpsd_theorem2(1.0), partial="eps_labels_only", neighbouring="teacher_partition")
+    ledger = Ledger(claim=Claim(1.0, DELTA, "(eps, delta)-DP", "a paper"), partial="eps_labels_only")
     ledger.record(UnprotectedRelease(note="the generator, trained against the baseline"))
-    ledger.record(LaplaceRelease(2.0, 40.0, count=10))
+    ledger.record(LaplaceRelease(2.0, 40.0, count=10, relation="teacher_partition"))
     summary = ledger.summary(DELTA)
     assert summary["eps_rigorous"] == math.inf
     assert summary["uncovered"] == ["the generator, trained against the baseline"]
-    assert summary["eps_labels_only"] == pytest.approx(rigorous_epsilon([LaplaceRelease(2.0, 40.0, count=10)], DELTA)["eps_rigorous"])
+    assert summary["eps_labels_only"] == pytest.approx(rigorous_epsilon([LaplaceRelease(2.0, 40.0, count=10, relation="teacher_partition")], DELTA)["eps_rigorous"])
     with pytest.raises(ConfigError, match="never eps_rigorous"):
         Ledger(partial="eps_rigorous_labels")
 

@@ -10,6 +10,7 @@ import mlflow
 import pytest
 
 from dpsd.config import compose
+from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
 from dpsd.methods import METHODS
 
@@ -62,3 +63,32 @@ def test_a_baseline_run_is_recorded_in_mlflow(results_dir):
     assert list(runs["run_id"]) == [summary["run_id"]]
     assert runs.iloc[0]["tags.method"] == "teacher"
     assert runs.iloc[0]["tags.eps_rigorous"] == "inf"
+
+
+def test_a_label_dp_adapter_that_trains_on_the_private_images_without_saying_so_is_refused(results_dir, monkeypatch):
+    """Issue 36, item 3 (the false-epsilon trap): LP-1ST without its PrivateImagesRelease would report
+    the randomized response's epsilon under replace_record while its student holds the raw images.
+    The run watches the private split and stops it in one line naming the release to record."""
+    from baselines.lp1st import IMAGES, LP1ST
+
+    class Forgetful(LP1ST):
+        @staticmethod
+        def plan_ledger(cfg, info):
+            ledger = LP1ST.plan_ledger(cfg, info)
+            ledger.events.remove(IMAGES)
+            return ledger
+
+        def fit(self, ctx):
+            record = ctx.ledger.record
+            monkeypatch.setattr(ctx.ledger, "record", lambda event: None if event is IMAGES else record(event))
+            return super().fit(ctx)
+
+    monkeypatch.setitem(METHODS._entries, "lp1st", Forgetful)
+    cfg = tiny_cfg(results_dir, "lp1st", None, "tracking=none")
+    assert privacy_report(cfg)["neighbouring"] == "replace_record"  # the plan alone cannot tell
+    with pytest.raises(ConfigError, match="read the private images.*record PrivateImagesRelease") as refused:
+        run_experiment(cfg, show_progress=False)
+    assert "\n" not in str(refused.value)
+    monkeypatch.undo()
+    summary = run_experiment(cfg, show_progress=False)["privacy"]
+    assert summary["neighbouring"] == "label" and summary["eps_rigorous"] == pytest.approx(10.0, rel=1e-3)

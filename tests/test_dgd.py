@@ -32,7 +32,7 @@ def test_laplace_aggregation_noise_has_scale_two_over_eps0():
     noisy, event = noisy_votes(votes, cfg, torch.Generator().manual_seed(0))
     noise = noisy - votes
     # the event the mechanism realised is the planned one, one release per query
-    assert event == LaplaceRelease(2.0, 40.0, 200_000, event.note)
+    assert event == LaplaceRelease(2.0, 40.0, 200_000, event.note, "teacher_partition")
     # |Lap(b)| is Exponential(b): mean b = 2 / eps_0 = 40, std of the mean 40 / sqrt(2e6) = 0.07%
     assert noise.abs().mean().item() == pytest.approx(40.0, rel=4e-3)
     assert noise.mean().item() == pytest.approx(0.0, abs=0.2)
@@ -44,7 +44,7 @@ def test_gaussian_aggregation_matches_the_laplace_std_unless_sigma_is_set():
     derived, _ = noisy_votes(votes, compose(["method=dgd_plus", "privacy.query_epsilon=0.05"]), torch.Generator().manual_seed(0))
     assert derived.std().item() == pytest.approx(2 * math.sqrt(2) / 0.05, rel=4e-3)
     fixed, event = noisy_votes(votes, compose(["method=dgd_plus", "method.sigma=4"]), torch.Generator().manual_seed(0))
-    assert event == GaussianRelease(math.sqrt(2), 4.0, 200_000, event.note)
+    assert event == GaussianRelease(math.sqrt(2), 4.0, 200_000, event.note, "teacher_partition")
     assert fixed.std().item() == pytest.approx(4.0, rel=4e-3)
     # noisy argmax: with noise far below the vote margin the clean winner always wins
     votes = torch.tensor([[0.0, 9, 1]]).repeat(1000, 1)
@@ -64,14 +64,14 @@ def test_claimed_epsilon_reproduces_the_excerpts_examples():
 def test_rigorous_ledger_composes_the_laplace_noisy_max_and_the_latent_release():
     cfg = dgd_cfg("privacy.query_epsilon=0.05", "method.queries=400", "method.latent_epsilon=0.01", "method.latent_dim=16")
     ledger = plan_dgd_ledger(cfg, DIGITS)
-    assert ledger.events[1:] == [LaplaceRelease(2.0, 40.0, 400, ledger.events[1].note),
+    assert ledger.events[1:] == [LaplaceRelease(2.0, 40.0, 400, ledger.events[1].note, "teacher_partition"),
                                  LaplaceRelease(32.0, 3200.0, 1, ledger.events[2].note)]
     summary = ledger.summary(DELTA)
     # the generator, trained against the baseline without noise, is a release no mechanism covers
     assert summary["eps_rigorous"] == math.inf and "generator" in summary["uncovered"][0]
     assert summary["neighbouring"] == "teacher_partition"
     # what the paper's analysis covers, under its own name
-    labels_only = [LaplaceRelease(2.0, 40.0, 400), LaplaceRelease(32.0, 3200.0, 1)]
+    labels_only = [LaplaceRelease(2.0, 40.0, 400, relation="teacher_partition"), LaplaceRelease(32.0, 3200.0, 1)]
     assert summary["eps_labels_only"] == pytest.approx(rigorous_epsilon(labels_only, DELTA)["eps_rigorous"])
     assert summary["eps_labels_only"] <= 400 * 0.05 + 0.01  # never worse than basic composition
     without_vae = plan_dgd_ledger(dgd_cfg("privacy.query_epsilon=0.05", "method.vae_regulariser=false"), DIGITS)
@@ -84,7 +84,7 @@ def test_dgd_plus_accounts_gaussian_noisy_max_and_claims_pate_plus_bound():
     cfg = compose(["method=dgd_plus", "privacy.query_epsilon=0.05", "method.queries=1000", "method.latent_epsilon=0.01"])
     ledger = plan_dgd_ledger(cfg, DIGITS)
     sigma = 2 * math.sqrt(2) / 0.05
-    assert ledger.events[1] == GaussianRelease(math.sqrt(2), sigma, 1000, ledger.events[1].note)
+    assert ledger.events[1] == GaussianRelease(math.sqrt(2), sigma, 1000, ledger.events[1].note, "teacher_partition")
     assert ledger.claim.epsilon == pytest.approx(pate_gnmax_data_independent(1000, sigma, DELTA) + 0.01)
 
 

@@ -5,9 +5,9 @@ from dataclasses import fields, is_dataclass
 from typing import get_type_hints
 
 import pytest
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import compose
+from dpsd.config import check_method_node, compose
 from dpsd.errors import ConfigError
 from dpsd.methods import METHODS
 
@@ -55,3 +55,32 @@ def test_a_value_of_the_wrong_type_is_refused_and_undeclared_keys_are_left_alone
         compose(["method=dpsd", "method.student_steps=many"])
     # a sweep's shared smoke list adds keys only other methods have
     assert compose(["method=dpsd", "++method.vae_epochs=1"]).method.vae_epochs == 1
+
+
+def edited(name: str, edit) -> DictConfig:
+    cfg = compose([f"method={name}"])
+    OmegaConf.set_struct(cfg, False)
+    edit(cfg.method)
+    return cfg
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda node: node.__setitem__("smoothing", 0.1), "method.smoothing: set by conf/method/lp1st.yaml"),
+    (lambda node: node.__delitem__("lr"), "method.lr: LP1STConfig (baselines.lp1st) declares it but"),
+    (lambda node: node.__setitem__("name", "label_smooth"), "conf/method/lp1st.yaml sets name: label_smooth"),
+])
+def test_a_yaml_that_disagrees_with_its_dataclass_stops_in_one_line_naming_the_key(edit, says):
+    """Issue 36, item 5: what `dpsd run` composes is checked, not only this test's walk."""
+    with pytest.raises(ConfigError) as err:
+        check_method_node(edited("lp1st", edit), "lp1st")
+    assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_method_whose_module_is_not_imported_is_told_where_to_import_it():
+    cfg = edited("lp1st", lambda node: node.__setitem__("name", "label_smooth"))
+    with pytest.raises(ConfigError, match="import its module in dpsd/methods/__init__.py .* baselines/__init__.py"):
+        check_method_node(cfg, "label_smooth")
+
+
+def test_keys_added_on_the_command_line_are_left_to_the_methods_that_read_them():
+    assert compose(["method=lp1st", "++method.vae_epochs=1"]).method.vae_epochs == 1

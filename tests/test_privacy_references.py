@@ -170,7 +170,7 @@ def test_dgd_latent_codes_get_the_laplace_noise_of_their_event():
     cfg = compose(["method=dgd", "method.latent_dim=4", "method.latent_epsilon=40", "method.code_projection=none"])
     vae = ConvVAE(4, 1, 28, 8).eval()
     images = torch.rand(20_000, 1, 28, 28, generator=rng(8)) * 2 - 1
-    ledger = Ledger(neighbouring="teacher_partition")
+    ledger = Ledger()
     ctx = SimpleNamespace(cfg=cfg, device=torch.device("cpu"), rng=rng(9), ledger=ledger)
     noisy = private_codes(ctx, vae, images)
     with torch.no_grad():

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from conftest import spec_folder
 from dpsd.cli import main
 from dpsd.errors import ConfigError
 from dpsd.experiment import run_experiment
@@ -67,7 +68,7 @@ dpsd,Other Table,DPSD (label),dpsd,digits,,1,1e-05,accuracy,11.11,paper.txt:6,
 def study(tmp_path_factory):
     """Specs, reference CSV and an MLflow store with four finished cells and one data-absent cell."""
     root = tmp_path_factory.mktemp("report")
-    (root / "sweeps").mkdir()
+    spec_folder(root / "sweeps")
     (root / "sweeps" / "tiny_curve.yaml").write_text(SPEC)
     (root / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)  # their cells are tiny_curve cells
     (root / "sweeps" / "tiny_sensitivity.yaml").write_text(SENSITIVITY_SPEC)
@@ -267,7 +268,7 @@ def test_index_renders_in_headless_chromium_with_its_tables_and_figures(study, r
 @pytest.mark.slow
 def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing(tmp_path, capsys):
     """The real path: ``dpsd reproduce`` -> Ray Tune sweep (dpsd/sweep/) -> MLflow -> report."""
-    (tmp_path / "sweeps").mkdir()
+    spec_folder(tmp_path / "sweeps")
     (tmp_path / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)
     (tmp_path / "papers.csv").write_text(REFERENCE)
     args = ["--specs", str(tmp_path / "sweeps"), "--reference", str(tmp_path / "papers.csv"),
@@ -290,7 +291,7 @@ def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing
 def test_a_bare_reproduce_leaves_out_on_demand_specs_and_runs_them_when_named(tmp_path, capsys):
     """The ladder and the query budget are experiments at their own budget: a bare ``dpsd reproduce``
     (a pipeline check at smoke scale) must not start them, and ``--only`` must."""
-    (tmp_path / "sweeps").mkdir()
+    spec_folder(tmp_path / "sweeps")
     (tmp_path / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)
     (tmp_path / "sweeps" / "tiny_ladder.yaml").write_text(SAMPLES_SPEC.replace("tiny_samples", "tiny_ladder")
                                                          + "on_demand: true\n")

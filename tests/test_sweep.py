@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 from dpsd.config import compose
 from dpsd.errors import ConfigError
 from dpsd.sweep.runner import run_sweep, run_sweeps
-from dpsd.sweep.spec import config_hash, expand_cells, load_spec, split_scale
+from dpsd.sweep.spec import REPO_SWEEPS, common_smoke, config_hash, expand_cells, load_spec, split_scale
 from dpsd.report.tables import code_cell
 from dpsd.sweep.store import DATA_ABSENT, DONE, recorded_hashes
 from dpsd.sweep.summary import format_summary
@@ -34,6 +34,12 @@ TINY = ["device=cpu", "model.teacher.recipe.steps=30", "++method.iterations=2", 
 
 
 def write_spec(folder: Path, name: str, **fields) -> Path:
+    """A spec in ``folder``, with an empty ``common/smoke.yaml`` beside it unless the folder has one
+    (these tests size their cells with TINY, not the package's shared smoke list)."""
+    shared = folder / "common" / "smoke.yaml"
+    if not shared.exists():
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        shared.write_text("{}\n")
     spec = {"name": name, "paper": "dpsd", "feeds": {"kind": "table", "id": f"test {name}"},
             "base": ["method=dpsd", "privacy=label", *TINY], **fields}
     path = folder / f"{name}.yaml"
@@ -79,7 +85,7 @@ def test_expand_cells_grid_explicit_seeds_and_smoke(tmp_path):
 def test_shared_smoke_list_yields_to_what_a_spec_varies(tmp_path):
     """common/smoke.yaml beside the specs applies at smoke scale only, less the keys a spec's cells
     vary or its own smoke list sets; the spec's own list comes last."""
-    (tmp_path / "common").mkdir()
+    (tmp_path / "common").mkdir(exist_ok=True)
     (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump(
         {"smoke": ["method.iterations=3", "method.batch_size=12", "++method.generator_iterations=5", "privacy.k=4"]}))
     path = write_spec(tmp_path, "shared", grid={"method.batch_size": [8, 16]}, smoke=["privacy.k=2"])
@@ -88,8 +94,11 @@ def test_shared_smoke_list_yields_to_what_a_spec_varies(tmp_path):
     assert [(c.method.iterations, c.method.batch_size, c.privacy.k) for c in smoke] == [(3, 8, 2), (3, 16, 2)]
     assert expand_cells(path, "paper")[0].compose().method.iterations == 2  # the base's TINY value
     (tmp_path / "elsewhere").mkdir()
-    alone = write_spec(tmp_path / "elsewhere", "alone", smoke=["privacy.k=2"])
-    assert load_spec(alone).smoke == ("privacy.k=2",)  # no common/ beside it: nothing shared
+    alone = tmp_path / "elsewhere" / "alone.yaml"  # no common/ beside it: the package's shared list
+    alone.write_text(yaml.safe_dump({"name": "alone", "paper": None, "feeds": {"kind": "table", "id": "alone",
+                                     "reference": "none"}, "grid": {"privacy.epsilon": [1]}, "smoke": ["privacy.k=2"]}))
+    assert load_spec(alone).smoke == (*common_smoke(REPO_SWEEPS / "any.yaml"), "privacy.k=2")
+    assert "model.teacher.recipe.steps=200" in load_spec(alone).smoke
 
 
 def test_config_hash_ignores_where_not_what(tmp_path):
@@ -637,7 +646,7 @@ def test_a_local_sweeps_ray_listens_on_loopback_only():
     loopback = re.compile(r"^(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]|\[::1\]):\d+$")
     assert all(loopback.match(address) for address in listening), listening
 def test_smoke_caps_leave_out_the_cells_above_an_amount_cap_at_smoke_scale_only(tmp_path):
-    (tmp_path / "common").mkdir()
+    (tmp_path / "common").mkdir(exist_ok=True)
     (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump(
         {"smoke": ["++method.iterations=3"], "caps": {"method.num_teachers": 5}}))
     path = write_spec(tmp_path, "capped", base=["method=dgd"], grid={"method.num_teachers": [2, 5, 10]})
@@ -653,7 +662,7 @@ def test_smoke_caps_leave_out_the_cells_above_an_amount_cap_at_smoke_scale_only(
 def test_an_on_demand_spec_runs_at_its_own_budget_without_the_shared_smoke_list_or_caps(tmp_path):
     """The ladder's and the query budget's cells keep their sizes (and their config hashes) whatever
     the shared pipeline-check sizes become."""
-    (tmp_path / "common").mkdir()
+    (tmp_path / "common").mkdir(exist_ok=True)
     (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump(
         {"smoke": ["method.epochs=3", "privacy.k=4"], "caps": {"method.num_teachers": 5}}))
     own = write_spec(tmp_path, "own", base=["method=pate"], grid={"method.num_teachers": [2, 10]},
@@ -667,3 +676,32 @@ def test_an_on_demand_spec_runs_at_its_own_budget_without_the_shared_smoke_list_
     shared = write_spec(tmp_path, "shared", base=["method=pate"], grid={"method.num_teachers": [2, 10]},
                         smoke=["privacy.k=2"])
     assert [(c.compose().method.num_teachers, c.compose().method.epochs) for c in expand_cells(shared, "smoke")] == [(2, 3)]
+
+
+def test_a_sweep_warns_before_it_runs_cells_whose_budgets_differ(tmp_path, capsys):
+    """Issue 36, item 2: cells compared in one table at different budgets on a key the spec does not
+    vary (LP-1ST's smoke epoch against DP-SGD's 0.1) are named before anything runs, and kept in the
+    summary; varying the key in the spec makes the difference the point of the table."""
+    results = [f"results_dir={tmp_path / 'results'}"]
+    path = write_spec(tmp_path, "unfair", base=["privacy=label"], cells=[["method=lp1st"], ["method=dpsgd"]])
+    summary = run_sweep(path, "smoke", results, dry_run=True)
+    assert summary["unequal_budgets"] == {"method=lp1st": "method.epochs=1 (others: 0.1)",
+                                          "method=dpsgd": "method.epochs=0.1 (others: 1)"}
+    assert "warning: unequal budget in cell method=lp1st: method.epochs=1 (others: 0.1)" in capsys.readouterr().err
+    path = write_spec(tmp_path, "fair", base=["privacy=label"],
+                      cells=[["method=lp1st", "method.epochs=1"], ["method=dpsgd", "method.epochs=1"]])
+    assert run_sweep(path, "smoke", results, dry_run=True)["unequal_budgets"] == {}
+
+
+def test_a_sweep_ends_with_each_cells_method_accuracy_and_both_ledgers():
+    """Issue 36, item 4: the summary prints the recorded figures, not Ray's table of config hashes."""
+    from dpsd.sweep.spec import Cell
+    from dpsd.sweep.summary import format_summary, summarize
+
+    cells = [Cell("s", f"method=lp1st privacy.epsilon=1 seed={seed}", (), f"h{seed}", "digits", "lp1st") for seed in (0, 1)]
+    figures = {"h0": {"accuracy": 0.25, "eps_claimed": 1.0, "eps_rigorous": 0.99996},
+               "h1": {"accuracy": 0.35, "eps_claimed": 1.0, "eps_rigorous": 0.99996}}
+    summary = summarize({"spec": "s", "scale": "smoke", "figures": figures}, cells, {"h0": "ran", "h1": "ran"})
+    text = format_summary(summary)
+    assert "  lp1st        method=lp1st privacy.epsilon=1" in text
+    assert "accuracy 30.00 ± 7.07% (n = 2)  ε claimed 1  ε rigorous 1" in text

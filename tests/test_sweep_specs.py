@@ -73,13 +73,22 @@ def test_there_are_specs_for_every_table_and_figure():
     assert DGD_STUDIES <= studied
 
 
+def own_study(feeds: dict) -> bool:
+    """A study of one's own (sweeps/README.md): it feeds no paper's numbers (``reference: none``)."""
+    return feeds.get("reference") == "none"
+
+
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
 def test_spec_fields(path):
+    check_fields(path)
+
+
+def check_fields(path: Path) -> None:
     spec = load(path)
     assert set(spec) <= KEYS, set(spec) - KEYS
     assert spec["name"] == path.stem
-    assert spec.get("paper") in PAPERS or (
-        (spec["feeds"]["kind"] in STUDIES or spec["name"] in BENCHMARKS) and spec.get("paper") is None)
+    assert spec.get("paper") in PAPERS or spec.get("paper") is None and (
+        spec["feeds"]["kind"] in STUDIES or spec["name"] in BENCHMARKS or own_study(spec["feeds"]))
     feeds = spec["feeds"]
     assert feeds["kind"] in KINDS and feeds["id"] and feeds["title"]
     if feeds["kind"] in ("curve", "sensitivity"):
@@ -101,6 +110,10 @@ def test_spec_fields(path):
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
 def test_feeds_a_reference_table_or_says_none(path):
+    check_feeds(path)
+
+
+def check_feeds(path: Path) -> None:
     feeds = load(path)["feeds"]
     tables = set(pd.read_csv(REFERENCE, dtype=str, keep_default_na=False)["table"])
     assert set(table_ids(feeds)) <= tables or feeds.get("reference") == "none", feeds["id"]
@@ -108,6 +121,10 @@ def test_feeds_a_reference_table_or_says_none(path):
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
 def test_smoke_never_overrides_what_the_cells_vary(path):
+    check_smoke(path)
+
+
+def check_smoke(path: Path) -> None:
     """A smoke override of a varied key would collapse the cells into one config."""
     spec = load(path)
     varied = set(spec.get("grid") or {}) | {override_key(o) for c in spec.get("cells") or [] for o in c}
@@ -209,3 +226,26 @@ def test_a_smoke_cell_differs_from_its_paper_cell():
     assert paper.model.teacher.arch == "resnet34" and smoke.model.teacher.arch == "small_cnn"
     assert paper.method.iterations == 200 and smoke.method.iterations == 10
     assert smoke.privacy.epsilon == paper.privacy.epsilon == 1 and smoke.privacy.calibrate == "claimed"
+
+
+STUDY = {"name": "label_rr_study", "paper": None, "seeds": [0, 1],
+         "feeds": {"kind": "table", "id": "label RR against LP-1ST", "title": "a study of one's own", "reference": "none"},
+         "base": ["dataset=digits", "privacy=label"], "grid": {"method": ["lp1st", "teacher"], "privacy.epsilon": [1, 10]}}
+
+
+def test_a_study_of_ones_own_outside_sweeps_passes_the_spec_checks(tmp_path):
+    """Issue 36, item 4: `paper: null` with `reference: none`, anywhere on disk, passes every check the
+    repository's specs pass, and gets the package's shared smoke list (not a common/ beside it)."""
+    path = tmp_path / "elsewhere" / "label_rr_study.yaml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(STUDY))
+    check_fields(path)
+    check_feeds(path)
+    check_smoke(path)
+    _check_cells([(load(path), own) for own in own_cells(load(path))], scales=("smoke", "paper"))
+    assert "model.teacher.recipe.steps=200" in load(path)["smoke"]
+    assert load(path)["smoke"] == list(sweep_spec.common_smoke(REPO / "sweeps" / "any.yaml"))
+    with pytest.raises(AssertionError):  # a paper: null that feeds a paper's numbers is still refused
+        bad = tmp_path / "elsewhere" / "bad.yaml"
+        bad.write_text(yaml.safe_dump({**STUDY, "name": "bad", "feeds": {**STUDY["feeds"], "reference": "papers"}}))
+        check_fields(bad)

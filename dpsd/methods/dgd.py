@@ -126,8 +126,10 @@ def aggregation_release(cfg: DictConfig) -> PrivacyEvent:
     answer eps_0-DP."""
     queries, epsilon = int(cfg.method.queries), float(cfg.privacy.query_epsilon)
     if cfg.method.aggregator == "laplace":
-        return LaplaceRelease(l1_sensitivity=2.0, scale=2 / epsilon, count=queries, note=LAPLACE_NOTE)
-    return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=aggregation_sigma(cfg), count=queries, note=GAUSSIAN_NOTE)
+        return LaplaceRelease(l1_sensitivity=2.0, scale=2 / epsilon, count=queries, note=LAPLACE_NOTE,
+                              relation="teacher_partition")
+    return GaussianRelease(l2_sensitivity=math.sqrt(2), noise_std=aggregation_sigma(cfg), count=queries, note=GAUSSIAN_NOTE,
+                           relation="teacher_partition")
 
 
 LAPLACE_NOTE = "DGD Eq. (3): vote counts of the teacher ensemble + Lap(2/eps_0), argmax"
@@ -193,7 +195,7 @@ def plan_dgd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     method = cfg.method
     # eps_labels_only: what the paper's analysis covers (the ensemble's labels and the latent codes,
     # the generator treated as public); never eps_rigorous, which is inf for DGD (its generator)
-    ledger = Ledger(claim=dgd_claim(cfg) if private(cfg) else None, neighbouring="teacher_partition",
+    ledger = Ledger(claim=dgd_claim(cfg) if private(cfg) else None,
                     partial="eps_labels_only" if private(cfg) else None)
     for release in dgd_releases(cfg):
         ledger.record(release)
@@ -265,8 +267,10 @@ def noisy_votes(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[T
     (DGD+), one release per query. One changed private record changes one teacher's vote: two
     counts move by one (L1 sensitivity 2, L2 sensitivity sqrt 2)."""
     if cfg.method.aggregator == "laplace":
-        return mechanisms.laplace_mechanism(votes, 2.0, 2 / float(cfg.privacy.query_epsilon), rng, note=LAPLACE_NOTE)
-    return mechanisms.gaussian_mechanism(votes, math.sqrt(2), aggregation_sigma(cfg), rng, note=GAUSSIAN_NOTE)
+        return mechanisms.laplace_mechanism(votes, 2.0, 2 / float(cfg.privacy.query_epsilon), rng, note=LAPLACE_NOTE,
+                                            relation="teacher_partition")
+    return mechanisms.gaussian_mechanism(votes, math.sqrt(2), aggregation_sigma(cfg), rng, note=GAUSSIAN_NOTE,
+                                         relation="teacher_partition")
 
 
 def train_generator(ctx: RunContext) -> nn.Module:

@@ -29,9 +29,8 @@ import torch
 import torch.nn.functional as F
 from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, Dataset
 
-from dpsd.data import DataInfo
+from dpsd.data import DataInfo, split_labels
 from dpsd.distill.annotators import GRADIENT_NOTE, PrivateAnnotator, gradient_sensitivity
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
@@ -95,15 +94,6 @@ def dirichlet_partition(
         f"no Dirichlet({alpha}) partition of {len(labels)} records gave each of {num_clients} clients "
         f">= {min_size} records in {max_tries} draws: use fewer clients or a larger alpha"
     )
-
-
-def dataset_labels(dataset: Dataset) -> list[int]:
-    """The labels of a private split (read from memory where the split keeps them)."""
-    if hasattr(dataset, "tensors"):
-        return dataset.tensors[1].tolist()
-    if hasattr(dataset, "labels"):
-        return list(dataset.labels)
-    return [int(y) for _, ys in DataLoader(dataset, batch_size=1024) for y in ys]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -325,7 +315,7 @@ class FedDPSD(Method):
         cfg, data, device = ctx.cfg, ctx.data, ctx.device
         method = cfg.method
         parts = dirichlet_partition(
-            dataset_labels(data.train), int(method.num_clients), float(method.dirichlet_alpha), int(cfg.seed)
+            split_labels(data.train), int(method.num_clients), float(method.dirichlet_alpha), int(cfg.seed)
         )
         client_cfg = with_member_steps(cfg, method.client_teacher_steps)  # a client holds 1/m of the data
         teachers = load_or_train_members(client_cfg, data, device, parts,

@@ -28,13 +28,16 @@ from dp_accounting.rdp import rdp_privacy_accountant
 from dpsd.errors import ConfigError
 from dpsd.privacy.claims import Claim
 from dpsd.privacy.events import (
+    EVENT_TYPES,
     GaussianRelease,
     LaplaceRelease,
     PrivacyEvent,
+    PrivateImagesRelease,
     RandomizedResponseRelease,
     SubsampledGaussianRelease,
     UnprotectedRelease,
     check_neighbouring,
+    relation_of,
 )
 
 RDP_ORDERS: tuple[float, ...] = tuple(
@@ -67,6 +70,8 @@ def _canonical(event: PrivacyEvent) -> PrivacyEvent:
         return SubsampledGaussianRelease(noise_multiplier=event.noise_multiplier, sample_rate=event.sample_rate)
     if isinstance(event, UnprotectedRelease):
         return UnprotectedRelease()
+    if isinstance(event, PrivateImagesRelease):
+        return PrivateImagesRelease()
     raise TypeError(f"not a privacy event: {event!r}")
 
 
@@ -90,11 +95,20 @@ def _non_private(event: PrivacyEvent) -> bool:
     return event.epsilon == math.inf
 
 
-def _private_groups(events: list[PrivacyEvent]) -> Counter | None:
+def _private_groups(events: list[PrivacyEvent], relation: str | None = None) -> Counter | None:
     """Releases merged by privacy (:func:`_canonical`), counts summed, leak-free ones dropped;
-    ``None`` when some release is not private at all."""
+    ``None`` when some release is not private at all. The raw private images
+    (:class:`PrivateImagesRelease`) reveal nothing under ``relation="label"`` and everything under
+    any other; ``relation=None`` takes the one the events decide (:func:`relation_of`)."""
+    images = [event for event in events if isinstance(event, PrivateImagesRelease)]
+    if images:
+        relation = relation_of(events) if relation is None else check_neighbouring(relation)
     groups: Counter = Counter()
     for event in events:
+        if isinstance(event, PrivateImagesRelease):
+            if relation != "label" and event.count > 0:
+                return None
+            continue
         if event.count > 0:
             groups[_canonical(event)] += event.count
     if any(_non_private(event) for event in groups):
@@ -116,7 +130,7 @@ def _neighboring_relation(groups: Counter) -> NeighboringRelation:
     return NeighboringRelation.REPLACE_ONE
 
 
-def rdp_curve(events: list[PrivacyEvent]) -> tuple[np.ndarray, np.ndarray]:
+def rdp_curve(events: list[PrivacyEvent], relation: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Rényi DP of the adaptive composition of ``events`` at each order in :data:`RDP_ORDERS`.
 
     Gaussian: ``alpha / (2 z^2)`` per release (DPSD Theorem 5) via ``GaussianDpEvent``. Randomized
@@ -125,9 +139,9 @@ def rdp_curve(events: list[PrivacyEvent]) -> tuple[np.ndarray, np.ndarray]:
     another). Laplace: Mironov 2017 Prop. 6 via ``LaplaceDpEvent``. Subsampled Gaussian (DP-SGD):
     ``PoissonSampledDpEvent`` of a ``GaussianDpEvent`` under add/remove-one (Mironov, Talwar, Zhang
     2019, the analysis Opacus's RDP accountant implements). RDP adds up under composition.
-    Non-private releases give inf at every order.
+    Non-private releases give inf at every order; ``relation`` as in :func:`_private_groups`.
     """
-    groups = _private_groups(events)
+    groups = _private_groups(events, relation)
     if groups is None:
         return np.array(RDP_ORDERS), np.full(len(RDP_ORDERS), np.inf)
     accountant = rdp_privacy_accountant.RdpAccountant(list(RDP_ORDERS), _neighboring_relation(groups))
@@ -149,10 +163,10 @@ def rdp_curve(events: list[PrivacyEvent]) -> tuple[np.ndarray, np.ndarray]:
     return accountant.orders, accountant.rdp
 
 
-def rdp_epsilon(events: list[PrivacyEvent], delta: float) -> float:
+def rdp_epsilon(events: list[PrivacyEvent], delta: float, relation: str | None = None) -> float:
     """Epsilon at ``delta`` from :func:`rdp_curve`, converted by dp-accounting's
     ``rdp_privacy_accountant.compute_epsilon`` (Canonne-Kamath-Steinke 2020, Prop. 12)."""
-    orders, rdp = rdp_curve(events)
+    orders, rdp = rdp_curve(events, relation)
     return float(rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)[0])
 
 
@@ -242,7 +256,7 @@ def _pld(event: PrivacyEvent, count: int, interval: float) -> pld_lib.PrivacyLos
     return single.self_compose(count)
 
 
-def pld_epsilon(events: list[PrivacyEvent], delta: float) -> float:
+def pld_epsilon(events: list[PrivacyEvent], delta: float, relation: str | None = None) -> float:
     """Epsilon at ``delta`` of the adaptive composition of ``events`` by privacy loss distributions.
 
     All Gaussian releases are merged exactly into one (:func:`_gaussian_mu`), built by
@@ -251,9 +265,9 @@ def pld_epsilon(events: list[PrivacyEvent], delta: float) -> float:
     sampling_prob=q)`` (add/remove-one) and are ``self_compose``-d by
     their counts; everything is composed with ``compose``. All PLDs are pessimistic
     (``get_epsilon_for_delta`` of a pessimistic PLD is an upper bound, Doroshenko et al. 2022),
-    on the grid of :func:`_pld_interval`.
+    on the grid of :func:`_pld_interval`; ``relation`` as in :func:`_private_groups`.
     """
-    groups = _private_groups(events)
+    groups = _private_groups(events, relation)
     if groups is None:
         return math.inf
     if not groups:
@@ -271,8 +285,11 @@ def pld_epsilon(events: list[PrivacyEvent], delta: float) -> float:
     return float(total.get_epsilon_for_delta(delta))
 
 
-def rigorous_epsilon(events: list[PrivacyEvent], delta: float) -> dict:
-    """Both accountants and the smaller of the two (each is a valid upper bound).
+def rigorous_epsilon(events: list[PrivacyEvent], delta: float, relation: str | None = None) -> dict:
+    """Both accountants and the smaller of the two (each is a valid upper bound), under ``relation``
+    (default: the one the events decide, :func:`~dpsd.privacy.events.relation_of`; LP-1ST's events
+    give ``label`` and its label mechanism's epsilon, and the same events under ``replace_record``
+    give inf, as its student trains on the raw private images).
 
     Returns ``eps_rigorous_rdp``, ``eps_rigorous_pld`` (``None`` if the PLD computation failed),
     ``eps_rigorous`` and ``accountant`` (``"pld"``, ``"rdp"``, or ``"none"`` without events).
@@ -284,9 +301,9 @@ def rigorous_epsilon(events: list[PrivacyEvent], delta: float) -> dict:
     if not events:
         return {"eps_rigorous_rdp": math.inf, "eps_rigorous_pld": math.inf, "eps_rigorous": math.inf,
                 "accountant": "none"}
-    eps_rdp = rdp_epsilon(events, delta)
+    eps_rdp = rdp_epsilon(events, delta, relation)
     try:
-        eps_pld = pld_epsilon(events, delta)
+        eps_pld = pld_epsilon(events, delta, relation)
     except (ValueError, OverflowError, FloatingPointError, MemoryError):
         eps_pld = None
     use_pld = eps_pld is not None and eps_pld <= eps_rdp
@@ -305,9 +322,15 @@ class Ledger:
     are kept as recorded, the accountants merge identical ones), set ``claim`` to the paper's own
     statement (:mod:`dpsd.privacy.claims`) and append caveats to ``notes``.
 
-    ``neighbouring`` (:data:`~dpsd.privacy.events.NEIGHBOURING`) is the relation ``eps_rigorous`` is
-    stated under: ``replace_record`` unless the method's plan says otherwise (DP-SGD
-    ``add_remove_record``, LP-1ST ``label``, PATE and DGD ``teacher_partition``).
+    ``neighbouring`` (:data:`~dpsd.privacy.events.NEIGHBOURING`), the relation ``eps_rigorous`` is
+    stated under, is not declared: the releases decide it (:func:`~dpsd.privacy.events.relation_of`):
+    DP-SGD's subsampled steps give ``add_remove_record``, PATE's and DGD's votes
+    ``teacher_partition``, a student trained on the raw private images (LP-1ST's
+    :class:`~dpsd.privacy.events.PrivateImagesRelease`) ``label``, anything else ``replace_record``.
+    A claimed eps-label-DP stands on a ``label`` ledger, or on a ``replace_record`` one whose run read
+    no private image (DPSD's and DP-DFD's students see synthetic images only, and a replaced record
+    covers a changed label); elsewhere it is refused (:meth:`check_claim`), and so is a run that read
+    the private images with no release covering them (:meth:`check_image_use`).
 
     ``eps_rigorous`` is what an attacker faces given everything released: any
     :class:`~dpsd.privacy.events.UnprotectedRelease` makes it inf, and so does a ledger with no
@@ -317,32 +340,62 @@ class Ledger:
     """
 
     def __init__(self, claim: Claim | None = None, notes: list[str] | None = None,
-                 neighbouring: str = "replace_record", partial: str | None = None) -> None:
+                 partial: str | None = None) -> None:
         self.events: list[PrivacyEvent] = []
         self.claim: Claim | None = claim
         self.notes: list[str] = list(notes or [])
-        self.neighbouring: str = check_neighbouring(neighbouring)
         if partial is not None and (not partial.startswith("eps_") or partial.startswith("eps_rigorous")):
             raise ConfigError(f"Ledger: a partial figure is named eps_<what it covers>, never eps_rigorous*; got {partial!r}")
         self.partial: str | None = partial
 
+    @property
+    def neighbouring(self) -> str:
+        """The relation the releases recorded so far decide (:func:`~dpsd.privacy.events.relation_of`)."""
+        return relation_of(self.events)
+
     def record(self, event: PrivacyEvent) -> None:
-        if not isinstance(event, (GaussianRelease, RandomizedResponseRelease, LaplaceRelease,
-                                  SubsampledGaussianRelease, UnprotectedRelease)):
+        """Add ``event``; one whose relation no other release shares is refused in one line."""
+        if not isinstance(event, EVENT_TYPES):
             raise TypeError(f"not a privacy event: {event!r}")
-        if isinstance(event, SubsampledGaussianRelease) and self.neighbouring != "add_remove_record":
-            raise ConfigError(f"a Poisson-subsampled release is accounted under add_remove_record, "
-                              f"not this ledger's {self.neighbouring}")
+        relation_of([*self.events, event])
         self.events.append(event)
 
     def planned(self) -> "Ledger":
-        """An empty ledger with this plan's claim, notes, relation and partial figure, for a run to fill."""
-        return Ledger(claim=self.claim, notes=self.notes, neighbouring=self.neighbouring, partial=self.partial)
+        """An empty ledger with this plan's claim, notes and partial figure, for a run to fill."""
+        return Ledger(claim=self.claim, notes=self.notes, partial=self.partial)
+
+    def check_claim(self) -> None:
+        """Refuse, in one line, a claimed eps-label-DP on a ledger whose releases are stated under a
+        relation that does not cover a changed label (add/remove, a teacher's partition)."""
+        if self.claim is not None and "label-DP" in self.claim.notion and self.neighbouring not in ("label", "replace_record"):
+            raise ConfigError(f"a claim of {self.claim.notion} ({self.claim.source}) needs a ledger under the label "
+                              f"relation; these releases are stated under {self.neighbouring}")
+
+    def covers_image_use(self) -> bool:
+        """Whether a release in this ledger accounts for reading the private images directly: the raw
+        images themselves (label relation), a mechanism on their gradients (DP-SGD's subsampled
+        steps, a Gaussian release), an unprotected release (inf already), or a teacher-partition
+        relation (its pool of private images stands in for public data, NEIGHBOURING says so).
+        Randomized response and Laplace privatise a label or a vote, never an image."""
+        return self.neighbouring in ("label", "add_remove_record", "teacher_partition") or any(
+            isinstance(event, (GaussianRelease, UnprotectedRelease)) for event in self.events)
+
+    def check_image_use(self, method: str, images_read: bool) -> None:
+        """Stop a run of ``method`` that read the private images (``images_read``, watched by the
+        runner) with no release covering them: its eps_rigorous would be finite while the student
+        holds the raw images (issue 36's trap)."""
+        if images_read and not self.covers_image_use():
+            claim = f", and its claim {self.claim.notion} needs the label relation" if self.claim else ""
+            raise ConfigError(
+                f"method {method!r} read the private images, but its ledger ({self.neighbouring}) records no "
+                f"release of them{claim}: record PrivateImagesRelease (dpsd.privacy.events) in plan_ledger and fit "
+                "where the student trains on them (the relation becomes label; under replace_record eps_rigorous is inf)")
 
     @property
     def queries(self) -> int:
-        """Total number of private releases (sum of counts)."""
-        return sum(event.count for event in self.events)
+        """Total number of private releases through a mechanism or none (sum of counts); the raw
+        private images (:class:`~dpsd.privacy.events.PrivateImagesRelease`) are a relation, not a query."""
+        return sum(event.count for event in self.events if not isinstance(event, PrivateImagesRelease))
 
     def uncovered(self) -> list[str]:
         """What was released without any mechanism (the notes of the unprotected releases)."""
@@ -352,7 +405,9 @@ class Ledger:
     def summary(self, delta: float) -> dict:
         """Both ledgers for this run at ``delta`` (the rigorous one's delta; the claim keeps its own,
         reported as ``claimed_delta``). ``eps_claimed`` is ``None`` when the method records releases
-        but the paper states no guarantee for them."""
+        but the paper states no guarantee for them. A claim the releases cannot carry is refused
+        (:meth:`check_claim`)."""
+        self.check_claim()
         uncovered = self.uncovered()
         non_private = self.claim is None and (not self.events or bool(uncovered))
         rigorous = rigorous_epsilon(self.events, delta)

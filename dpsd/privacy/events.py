@@ -36,6 +36,19 @@ def check_neighbouring(relation: str) -> str:
     return relation
 
 
+RECORD_RELATIONS = ("replace_record", "teacher_partition")
+"""The relations a mechanism's event may be stated under (its ``relation`` field): one record
+replaced (every answer of a full-data teacher may change) or one teacher's partition changed (one
+vote). DP-SGD's add/remove relation belongs to :class:`SubsampledGaussianRelease` and the label
+relation to :class:`PrivateImagesRelease`: no method names a relation for a whole ledger, its
+releases decide it (:func:`relation_of`)."""
+
+
+def _check_relation(kind: str, relation: str) -> None:
+    if relation not in RECORD_RELATIONS:
+        raise ConfigError(f"{kind}: relation must be one of {', '.join(RECORD_RELATIONS)}, got {relation!r}")
+
+
 def _check_count(kind: str, count: int) -> None:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise ConfigError(f"{kind}: count must be a non-negative integer, got {count!r}")
@@ -59,9 +72,11 @@ class GaussianRelease:
     noise_std: float
     count: int = 1
     note: str = ""
+    relation: str = "replace_record"
     kind: str = field(default="gaussian", init=False)
 
     def __post_init__(self) -> None:
+        _check_relation(self.kind, self.relation)
         _check_non_negative(self.kind, "l2_sensitivity", self.l2_sensitivity)
         _check_non_negative(self.kind, "noise_std", self.noise_std)
         _check_count(self.kind, self.count)
@@ -88,9 +103,11 @@ class RandomizedResponseRelease:
     num_buckets: int
     count: int = 1
     note: str = ""
+    relation: str = "replace_record"
     kind: str = field(default="randomized_response", init=False)
 
     def __post_init__(self) -> None:
+        _check_relation(self.kind, self.relation)
         _check_non_negative(self.kind, "epsilon", self.epsilon)
         buckets = self.num_buckets
         if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
@@ -121,9 +138,11 @@ class LaplaceRelease:
     scale: float
     count: int = 1
     note: str = ""
+    relation: str = "replace_record"
     kind: str = field(default="laplace", init=False)
 
     def __post_init__(self) -> None:
+        _check_relation(self.kind, self.relation)
         _check_non_negative(self.kind, "l1_sensitivity", self.l1_sensitivity)
         _check_non_negative(self.kind, "scale", self.scale)
         _check_count(self.kind, self.count)
@@ -154,6 +173,7 @@ class SubsampledGaussianRelease:
     count: int = 1
     note: str = ""
     kind: str = field(default="subsampled_gaussian", init=False)
+    relation: str = field(default="add_remove_record", init=False)
 
     def __post_init__(self) -> None:
         _check_non_negative(self.kind, "noise_multiplier", self.noise_multiplier)
@@ -174,6 +194,7 @@ class UnprotectedRelease:
     count: int = 1
     note: str = ""
     kind: str = field(default="unprotected", init=False)
+    relation: str = field(default="replace_record", init=False)
 
     def __post_init__(self) -> None:
         _check_count(self.kind, self.count)
@@ -183,7 +204,56 @@ class UnprotectedRelease:
         return math.inf if self.count else 0.0
 
 
+@dataclass(frozen=True)
+class PrivateImagesRelease:
+    """The private images used as they are, through no mechanism (e.g. a student trained on them
+    with privatised labels, as LP-1ST does: Ghazi et al. 2021, Alg. 1).
+
+    No label-DP mechanism covers it: under any relation that changes an image (``replace_record``,
+    ``add_remove_record``, ``teacher_partition``) the release is not private (epsilon = inf); under
+    ``label`` (one label changed, the image kept) it reveals nothing. Recording it therefore states
+    the ledger's relation: ``label`` (:func:`relation_of`). A run that reads the private images with
+    no release covering them is stopped (:meth:`dpsd.privacy.accounting.Ledger.check_image_use`).
+    """
+
+    count: int = 1
+    note: str = ""
+    kind: str = field(default="private_images", init=False)
+    relation: str = field(default="label", init=False)
+
+    def __post_init__(self) -> None:
+        _check_count(self.kind, self.count)
+
+
 PrivacyEvent = (
     GaussianRelease | RandomizedResponseRelease | LaplaceRelease | SubsampledGaussianRelease | UnprotectedRelease
+    | PrivateImagesRelease
 )
 """Any event the ledger accepts."""
+
+EVENT_TYPES = (GaussianRelease, RandomizedResponseRelease, LaplaceRelease, SubsampledGaussianRelease,
+               UnprotectedRelease, PrivateImagesRelease)
+
+
+def relation_of(events: list[PrivacyEvent]) -> str:
+    """The neighbouring relation a ledger of ``events`` is stated under, decided by its releases.
+
+    Each event is stated under its ``relation``: a mechanism's under one replaced record (or one
+    teacher's partition, PATE and DGD), DP-SGD's under add/remove, the raw private images' under
+    ``label`` (the only relation under which they reveal nothing). A replaced-record statement also
+    holds under the narrower ``label`` and ``teacher_partition`` relations, so the ledger takes the
+    narrowest relation named; add/remove mixes with nothing else, and ``label`` with
+    ``teacher_partition`` has no common relation: both are refused in one line. No events:
+    ``replace_record``.
+    """
+    named = {event.relation for event in events}
+    if "add_remove_record" in named and len(named) > 1:
+        raise ConfigError("a ledger cannot mix Poisson-subsampled releases (add_remove_record) with releases "
+                          f"stated under {', '.join(sorted(named - {'add_remove_record'}))}: account them separately")
+    if {"label", "teacher_partition"} <= named:
+        raise ConfigError("a ledger cannot mix the raw private images (label relation) with teacher-partition "
+                          "releases: no neighbouring relation covers both")
+    for relation in ("add_remove_record", "label", "teacher_partition"):
+        if relation in named:
+            return relation
+    return "replace_record"

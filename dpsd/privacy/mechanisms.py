@@ -95,12 +95,15 @@ def gaussian_noise(like: Tensor, std: float, rng: torch.Generator) -> Tensor:
 
 
 def gaussian_mechanism(values: Tensor, l2_sensitivity: float, noise_std: float, rng: torch.Generator,
-                       release: str = "rows", note: str = "") -> tuple[Tensor, GaussianRelease]:
+                       release: str = "rows", note: str = "",
+                       relation: str = "replace_record") -> tuple[Tensor, GaussianRelease]:
     """``values`` + N(0, noise_std^2 I) (the Gaussian mechanism, DPSD Theorem 5; PATE's GNMax and
     DGD+'s aggregation on vote counts) and its event: ``l2_sensitivity`` is that of one release
-    (a row, or the whole input with ``release="once"``)."""
+    (a row, or the whole input with ``release="once"``) under ``relation`` (``teacher_partition``
+    for votes: one changed record moves one teacher's vote)."""
     count = _count(values, release, "gaussian_mechanism")
-    event = GaussianRelease(l2_sensitivity=l2_sensitivity, noise_std=noise_std, count=count, note=note)
+    event = GaussianRelease(l2_sensitivity=l2_sensitivity, noise_std=noise_std, count=count, note=note,
+                            relation=relation)
     return values + gaussian_noise(values, noise_std, rng), event
 
 
@@ -124,11 +127,13 @@ def laplace_noise(like: Tensor, scale: float, rng: torch.Generator) -> Tensor:
 
 
 def laplace_mechanism(values: Tensor, l1_sensitivity: float, scale: float, rng: torch.Generator,
-                      release: str = "rows", note: str = "") -> tuple[Tensor, LaplaceRelease]:
+                      release: str = "rows", note: str = "",
+                      relation: str = "replace_record") -> tuple[Tensor, LaplaceRelease]:
     """``values`` + Laplace(``scale``) noise and its event (PATE's LNMax, scale 1/gamma; DGD Eq. (3),
-    scale 2/eps_0; DGD's latent codes, scale 2c/eps_1, ``release="once"``)."""
+    scale 2/eps_0; DGD's latent codes, scale 2c/eps_1, ``release="once"``), its sensitivity stated
+    under ``relation`` (as for :func:`gaussian_mechanism`)."""
     count = _count(values, release, "laplace_mechanism")
-    event = LaplaceRelease(l1_sensitivity=l1_sensitivity, scale=scale, count=count, note=note)
+    event = LaplaceRelease(l1_sensitivity=l1_sensitivity, scale=scale, count=count, note=note, relation=relation)
     return values + laplace_noise(values, scale, rng), event
 
 

@@ -8,24 +8,18 @@ that finished. A cell with no run is "not run"; one whose data files were absent
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Sequence
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from dpsd.report.reference import parse_epsilon
+from dpsd.sweep.spec import group_label
 
 NOT_RUN, DATA_ABSENT, RUN = "not run", "data absent", "run"
-_SEED = re.compile(r"^\+{0,2}seed=")
 FIGURES = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
 WORDS = ("neighbouring", "code_version")
 """A run's words a report shows beside its figures."""
-
-
-def group_label(label: str) -> str:
-    """The cell's label without ``seed=``: the label shared by a cell's seeds."""
-    return " ".join(o for o in label.split() if not _SEED.match(o))
 
 
 def override_map(overrides: Sequence[str]) -> dict[str, str]:

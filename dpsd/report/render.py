@@ -30,8 +30,8 @@ from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.settings import load_settings, settings_block
 from dpsd.report.runs import load_history, latest_per_cell, write_archive
 from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
-from dpsd.sweep.spec import Spec, expand_configs, load_spec
-from dpsd.sweep.store import DEFAULT_ARCHIVE
+from dpsd.sweep.fairness import budget_differences
+from dpsd.sweep.spec import Spec, expand_configs, group_label, load_spec, varied_keys
 from dpsd.tracking import tracking_uri
 
 DEFAULT_SPECS = Path("sweeps")
@@ -105,6 +105,9 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs, x=feeds.get("x"),
                        series=feeds.get("series"))
     groups = group_frame(frame)
+    if not groups.empty:  # cells whose budget differs on a key the spec does not vary: the table marks them
+        unequal = budget_differences(varied_keys(spec), [(group_label(cell.label), cfg) for cell, cfg in pairs])
+        groups["budget"] = [unequal.get(label, "") for label in groups["group"]]
     # `reference: none`: the paper prints no numbers for this study (the id only names the figure)
     refs = reference_rows(reference, feeds, spec.name)
     if scoreboard is not None:

@@ -168,8 +168,9 @@ def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str,
     difference = reproduced - reported
     name = ref["row"] if ref is not None else group["method"]
     unit = "" if metric in ("", "accuracy") else f" ({metric})"
+    unequal = group.get("budget", "") if group is not None else ""
     return {
-        "Row": f"{name}{unit}{note}",
+        "Row": f"{name}{unit}{note}" + (f" [UNEQUAL BUDGET: {unequal}]" if unequal else ""),
         "Cell": (group["group"] or "base") if group is not None else DASH,
         "Dataset": (ref["dataset"] if ref is not None else group["dataset"]) or DASH,
         "ε (target)": fmt_target(group["epsilon"], "∞") if group is not None else fmt_target(ref["epsilon_value"], DASH),

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import socket
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -40,9 +41,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError, Fault
-from dpsd.sweep.spec import Cell, Spec, expand_configs, load_spec
-from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_versions, cell_tags,
-                              claim_cell, client_for, failed_cells, merged_versions, finished_by, heartbeat, is_done, live_claims, parent_run,
+from dpsd.sweep.fairness import budget_differences
+from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys
+from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_versions, cell_tags, claim_cell, client_for,
+                              failed_cells, finished_by, heartbeat, is_done, live_claims, merged_versions, parent_run,
+                              recorded_figures,
                               record_data_absent, record_failure, recorded_hashes, recorded_versions, release_claim,
                               cell_state)
 from dpsd.threads import set_threads, worker_env
@@ -256,7 +259,7 @@ def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: d
             # (every trial asks for the same resources); each run still seeds and builds its own state.
             tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent, reuse_actors=True,
                                         trial_dirname_creator=lambda trial: trial.trial_id),
-            run_config=tune.RunConfig(name=experiment, storage_path=str(storage), verbose=1,
+            run_config=tune.RunConfig(name=experiment, storage_path=str(storage), verbose=0,
                                       failure_config=tune.FailureConfig(max_failures=0)),
         )
     grid = tuner.fit()
@@ -438,8 +441,12 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     versions = merged_versions(recorded_versions(client, experiment_id), archived or {})
     current = {method: method_code_version(method) for method in sorted({c.method for c in cells})}
     failed_before = failed_cells(client, experiment_id)
+    unequal = budget_differences(varied_keys(spec), [(group_label(c.label), cfg) for c, cfg in zip(cells, configs)])
+    for label, note in unequal.items():  # before anything runs: the table will mark these rows
+        print(f"dpsd sweep {spec.name}: warning: unequal budget in cell {label or 'base'}: {note}", file=sys.stderr)
     summary: dict[str, Any] = {"spec": spec.name, "scale": scale, "tracking_uri": client.tracking_uri,
-                               "parent_run_id": None, "restored": False, "errors": [], "code_versions": current}
+                               "parent_run_id": None, "restored": False, "errors": [], "code_versions": current,
+                               "unequal_budgets": unequal, "figures": recorded_figures(client, experiment_id)}
     status = {c.config_hash: cell_state(versions, c.config_hash, current[c.method]) for c in cells}
     if rerun_stale:
         status = {digest: "to_run" if state == "stale" else state for digest, state in status.items()}
@@ -503,6 +510,10 @@ def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, tuple],
         else:
             status[c.config_hash] = "failed"
             reasons[c.label] = outcome.get("reason") or f"no outcome ({outcome.get('outcome', 'trial did not report')})"
+    try:
+        plan.summary["figures"] = recorded_figures(plan.client, plan.experiment_id)
+    except Exception as err:  # the figures are a courtesy; the statuses above are the sweep's result
+        plan.summary["errors"].append(f"could not read the cells' figures back ({one_line(err)})")
     return summarize(plan.summary, plan.cells, status, reasons)
 
 

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import itertools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -19,14 +20,15 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import CONFIG_DIR, check_method_node, compose, switch_noise_off
+from dpsd.config import CONFIG_DIR, check_method_overrides, compose, switch_noise_off
 from dpsd.errors import ConfigError
 
 SCALES = ("smoke", "laptop", "paper")
 SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "on_demand")
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
-# The smoke overrides every spec of a folder shares (less the keys a spec varies): ``common/smoke.yaml``
-# in the spec's folder (the repository's is ``sweeps/common/smoke.yaml``).
+# The smoke overrides every spec shares (less the keys a spec varies): the package's
+# ``sweeps/common/smoke.yaml``, wherever the spec lies, unless the spec's folder has a ``common/smoke.yaml``
+# of its own (a set of specs that shrinks differently).
 COMMON_SMOKE = Path("common") / "smoke.yaml"
 # Not part of a cell's identity: where results go, where data lives, how runs are tracked.
 _UNHASHED = ("tracking", "results_dir")
@@ -106,9 +108,16 @@ def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def shared_smoke_file(spec_file: Path) -> Path:
+    """The shared smoke file a spec gets: its folder's :data:`COMMON_SMOKE`, else the package's
+    (``sweeps/common/smoke.yaml``): a study of one's own anywhere on disk is shrunk like the repository's."""
+    beside = spec_file.parent / COMMON_SMOKE
+    return beside if beside.is_file() else REPO_SWEEPS / COMMON_SMOKE
+
+
 def common_smoke(spec_file: Path) -> tuple[str, ...]:
-    """The shared smoke list (:data:`COMMON_SMOKE` in the spec's folder); () if the folder has none."""
-    shared = spec_file.parent / COMMON_SMOKE
+    """The shared smoke list (:func:`shared_smoke_file`); () if there is none."""
+    shared = shared_smoke_file(spec_file)
     if not shared.is_file():
         return ()
     return _overrides((yaml.safe_load(shared.read_text()) or {}).get("smoke"), f"{shared}: smoke")
@@ -116,7 +125,7 @@ def common_smoke(spec_file: Path) -> tuple[str, ...]:
 
 def common_smoke_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
     """The shared list's ``caps`` (``key: largest value run at smoke scale``); () if there are none."""
-    shared = spec_file.parent / COMMON_SMOKE
+    shared = shared_smoke_file(spec_file)
     caps = (yaml.safe_load(shared.read_text()) or {}).get("caps") if shared.is_file() else None
     if caps is None:
         return ()
@@ -128,9 +137,22 @@ def common_smoke_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
 def over_smoke_cap(spec: Spec, cfg: DictConfig) -> bool:
     """Whether a cell exceeds a shared smoke cap on a key the spec varies (its grid or cells: an amount
     axis such as teachers or synthetic images); sizes a spec sets for all its cells are not capped."""
-    varied = set(spec.grid) | {override_key(o) for cell in spec.cells for o in cell}
+    varied = varied_keys(spec)
     return any((value := OmegaConf.select(cfg, key)) is not None and value > cap
                for key, cap in spec.smoke_caps if key in varied)
+
+
+_SEED = re.compile(r"^\+{0,2}seed=")
+
+
+def group_label(label: str) -> str:
+    """The cell's label without ``seed=``: the label shared by a cell's seeds."""
+    return " ".join(o for o in label.split() if not _SEED.match(o))
+
+
+def varied_keys(spec: Spec) -> set[str]:
+    """The override keys a spec varies: its grid's, and every key its explicit cells set."""
+    return set(spec.grid) | {override_key(o) for cell in spec.cells for o in cell}
 
 
 def smoke_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]], own: Sequence[str]) -> tuple[str, ...]:
@@ -257,7 +279,7 @@ def _finished(overrides: tuple[str, ...]) -> DictConfig:
     ConfigLoaderImpl._apply_overrides_to_config([o for o in parsed if not _is_group_choice(o)], cfg)
     OmegaConf.resolve(cfg)  # the rest of dpsd.config.compose
     cfg = switch_noise_off(cfg)
-    check_method_node(cfg)
+    check_method_overrides(cfg, overrides)
     return cfg
 
 

@@ -94,6 +94,21 @@ def merged_versions(*sources: dict[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
+def recorded_figures(client, experiment_id: str) -> dict[str, dict[str, float]]:
+    """``config_hash -> {accuracy, eps_claimed, eps_rigorous}`` of the FINISHED done runs (the latest
+    run of a hash); an infinite epsilon is read from the run's tag, which keeps it (metrics cannot)."""
+    figures: dict[str, dict[str, float]] = {}
+    runs = _search(client, experiment_id, f"tags.cell_status = '{DONE}' and attributes.status = 'FINISHED'")
+    for run in sorted(runs, key=lambda r: r.info.start_time or 0):
+        tags, metrics = run.data.tags, run.data.metrics
+        if "config_hash" in tags:
+            figures[tags["config_hash"]] = {
+                "accuracy": metrics.get("student_test_accuracy", float("nan")),
+                **{key: float(tags.get(key, metrics.get(key, float("nan")))) for key in ("eps_claimed", "eps_rigorous")},
+            }
+    return figures
+
+
 def finished_by(client, experiment_id: str, owner: str) -> set[str]:
     """The config hashes of the FINISHED done runs that ``owner`` (a driver) claimed and trained: what it
     ran, known from MLflow even where Tune lost a trial's reported result (a restored trial)."""

@@ -2,9 +2,35 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
-from dpsd.sweep.spec import Cell
+from dpsd.sweep.spec import Cell, group_label
+
+
+def results(cells: list[Cell], figures: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    """One row per cell over its seeds that have a recorded run: the method, the cell's label, the
+    accuracy's mean and sample std (n > 1) in percent, and both ledgers' epsilons (the seeds share them)."""
+    groups: dict[str, list[tuple[Cell, dict]]] = {}
+    for cell in cells:
+        if cell.config_hash in figures:
+            groups.setdefault(group_label(cell.label), []).append((cell, figures[cell.config_hash]))
+    rows = []
+    for label, members in groups.items():
+        accuracies = [100 * f["accuracy"] for _, f in members if not math.isnan(f["accuracy"])]
+        first = members[0][1]
+        rows.append({"cell": label or "base", "method": members[0][0].method, "seeds": len(accuracies),
+                     "accuracy": statistics.fmean(accuracies) if accuracies else math.nan,
+                     "accuracy_std": statistics.stdev(accuracies) if len(accuracies) > 1 else math.nan,
+                     "eps_claimed": first["eps_claimed"], "eps_rigorous": first["eps_rigorous"]})
+    return rows
+
+
+def _result_line(row: dict[str, Any]) -> str:
+    spread = f" ± {row['accuracy_std']:.2f}" if not math.isnan(row["accuracy_std"]) else ""
+    return (f"  {row['method']:<12} {row['cell']:<40} accuracy {row['accuracy']:.2f}{spread}% (n = {row['seeds']})  "
+            f"ε claimed {row['eps_claimed']:.4g}  ε rigorous {row['eps_rigorous']:.4g}")
 
 
 def summarize(summary: dict[str, Any], cells: list[Cell], status: dict[str, str],
@@ -17,7 +43,8 @@ def summarize(summary: dict[str, Any], cells: list[Cell], status: dict[str, str]
                    failure_reasons={label: (reasons or {}).get(label, "") for label in failed},
                    stale=labels("stale"), left_out=labels("left_out"),
                    cells=[{"label": c.label, "config_hash": c.config_hash, "status": status[c.config_hash]}
-                          for c in cells])
+                          for c in cells],
+                   results=results(cells, summary.get("figures", {})))
     return summary
 
 
@@ -35,6 +62,12 @@ def format_summary(summary: dict[str, Any], dry_run: bool = False) -> str:
         if summary.get(key):
             lines.append(f"{title}: {len(summary[key])}")
             lines += [f"  {label}" + (f": {reasons[label]}" if reasons.get(label) else "") for label in summary[key]]
+    if summary.get("results"):
+        lines.append("results (recorded runs; accuracy mean ± sample std over the seeds):")
+        lines += [_result_line(row) for row in summary["results"]]
+    if summary.get("unequal_budgets"):
+        lines.append("unequal budgets (the report marks these rows):")
+        lines += [f"  {label or 'base'}: {note}" for label, note in summary["unequal_budgets"].items()]
     lines += [f"error: {e}" for e in summary.get("errors", [])]
     if summary.get("parent_run_id"):
         lines.append(f"MLflow parent run {summary['parent_run_id']} in {summary['tracking_uri']}")

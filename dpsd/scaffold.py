@@ -1,0 +1,98 @@
+"""``dpsd new method NAME --from EXISTING``: a new method's files, copied from one that runs.
+
+Writes the module (the source method's, its registered name and class names replaced), its YAML, a
+``method_scale/<scale>/`` file for every scale the source method has one for (so the new method
+runs at the same budget as the one it is compared with at every scale), the import that registers
+it and a test stub that runs it through the contract; returns the files written and the checklist
+of what a person still has to write (documentation rows, the scales test's table).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from dpsd.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository the scaffold writes into: the one this ``dpsd`` package was imported from."""
+
+PACKAGES = {"baselines": "baselines/__init__.py", "dpsd.methods": "dpsd/methods/__init__.py"}
+"""Where a method module lives -> the file whose imports register it."""
+
+TEST_STUB = '''"""{name}: copied from {source} by `dpsd new method {name} --from {source}`. Add the tests of the
+equations it implements here (tests/test_lp1st.py-style checks of its mechanism and ledger)."""
+
+from dpsd.config import compose
+
+TEACHER = ["dataset=digits", "model.teacher.recipe.steps=30", "device=cpu", "tracking=none"]
+
+
+def test_{name}_runs_and_fills_the_ledger_it_planned(run_as_planned, tmp_path):
+    metrics, ledger = run_as_planned(compose(["method={name}", f"results_dir={{tmp_path}}", *TEACHER]))
+    assert ledger["queries"] >= 1
+'''
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def new_method(name: str, source: str, root: Path = ROOT) -> dict:
+    """Write method ``name`` into ``root``, copied from the registered method ``source``.
+
+    Refused in one line: a name that is not a Python identifier or is already taken (registered or
+    its files present), and a source that shares its module with another method (``dgd`` and
+    ``dgd_plus``): copy a module that holds one method.
+    """
+    from dpsd.methods import METHODS
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise ConfigError(f"dpsd new method: NAME must be a lower-case Python identifier, got {name!r}")
+    cls = METHODS.get(source)
+    module = inspect.getmodule(cls)
+    siblings = [other for other in METHODS.names() if inspect.getmodule(METHODS.get(other)) is module]
+    if len(siblings) > 1:
+        raise ConfigError(f"dpsd new method: {source!r} shares {module.__name__} with {', '.join(set(siblings) - {source})}; "
+                          "copy a method whose module holds it alone (e.g. lp1st, template)")
+    package = module.__name__.rpartition(".")[0]
+    if package not in PACKAGES:
+        raise ConfigError(f"dpsd new method: {source!r} lives in {package}, not in {' or '.join(PACKAGES)}")
+    old_module = Path(inspect.getsourcefile(module)).resolve().relative_to(ROOT)
+    module_path = old_module.with_name(f"{name}.py")
+    conf = Path("dpsd/conf")
+    targets = {module_path: old_module, conf / "method" / f"{name}.yaml": conf / "method" / f"{source}.yaml"}
+    for scale_dir in sorted((root / conf / "method_scale").iterdir()):
+        if (scale_dir / f"{source}.yaml").exists():
+            targets[conf / "method_scale" / scale_dir.name / f"{name}.yaml"] = conf / "method_scale" / scale_dir.name / f"{source}.yaml"
+    test_path = Path("tests") / f"test_{name}.py"
+    taken = [str(path) for path in [*targets, test_path] if (root / path).exists()]
+    if name in METHODS or taken:
+        raise ConfigError(f"dpsd new method: {name!r} is taken ({', '.join(taken) or 'registered'}); choose another NAME")
+
+    def renamed(text: str) -> str:
+        text = re.sub(rf"\b{re.escape(cls.__name__)}", _camel(name), text)  # the class and its Config
+        return re.sub(rf"\b{re.escape(source)}\b", name, text)
+
+    for target, origin in targets.items():
+        (root / target).write_text(renamed((root / origin).read_text()))
+    (root / test_path).write_text(TEST_STUB.format(name=name, source=source))
+    registry = root / PACKAGES[package]
+    registry.write_text(registry.read_text() + f"from {package} import {name}  # noqa: F401  (dpsd new method --from {source})\n")
+    written = [*targets, test_path, Path(PACKAGES[package])]
+    todo = [
+        f"{module_path}: change the algorithm; keep plan_ledger and fit recording the same events (the contract "
+        "test compares them) and record PrivateImagesRelease if the student trains on the private images",
+        f"dpsd/conf/method/{name}.yaml: one line per setting, a comment naming the equation (its dataclass must declare "
+        "exactly its keys: `dpsd run` stops on a mismatch)",
+        *(f"{path}: the budget at that scale, equal to {source}'s unless the comparison varies it"
+          for path in targets if "method_scale" in str(path)),
+        f"{'baselines/README.md' if package == 'baselines' else 'CONTRIBUTING.md / docs/'}: a row for {name} "
+        "(what it is, its privacy notion)",
+        f"tests/test_scales.py: EXPECTED rows for ({name!r}, scale) where its method_scale files set sizes",
+        f"tests/test_contract.py: TINY[{name!r}] if its default run on digits takes more than a few seconds",
+        f"check: python -m dpsd.cli privacy-report method={name}; python -m pytest -q {test_path}; "
+        f"python -m pytest -q tests/test_contract.py tests/test_method_configs.py -k {name}",
+    ]
+    return {"written": [str(path) for path in written], "todo": todo}

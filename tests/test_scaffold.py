@@ -1,0 +1,57 @@
+"""`dpsd new method NAME --from EXISTING` (issue 36, item 1): run in a scratch copy of the repository,
+the method it writes is registered, composes at every scale the source has a file for, and passes the
+contract test and its own stub."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dpsd(copy: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    copy = tmp_path_factory.mktemp("scaffold") / "repo"
+    for part in ("dpsd", "baselines", "tests", "pyproject.toml"):
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, copy / part)
+    return copy
+
+
+def test_a_scaffolded_baseline_passes_the_contract_test(copy):
+    made = dpsd(copy, "-m", "dpsd.cli", "new", "method", "label_rr", "--from", "lp1st")
+    assert made.returncode == 0, made.stderr
+    for path in ("baselines/label_rr.py", "dpsd/conf/method/label_rr.yaml", "tests/test_label_rr.py",
+                 *(f"dpsd/conf/method_scale/{scale}/label_rr.yaml" for scale in ("smoke", "laptop"))):
+        assert path in made.stdout and (copy / path).exists(), path
+    assert "baselines/README.md: a row for label_rr" in made.stdout
+    assert '@register_method("label_rr")' in (copy / "baselines/label_rr.py").read_text()
+    assert "class LabelRr(Method)" in (copy / "baselines/label_rr.py").read_text()
+    # the same budget as its source at smoke scale: the per-scale file came along
+    check = dpsd(copy, "-c", "from dpsd.config import compose; "
+                 "print(compose(['method=label_rr']).method.epochs, compose(['method=lp1st']).method.epochs)")
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.split() == ["1", "1"]
+    tested = dpsd(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_label_rr.py",
+                  "tests/test_contract.py", "tests/test_method_configs.py", "-k", "label_rr")
+    assert tested.returncode == 0, tested.stdout[-3000:]
+    assert "3 passed" in tested.stdout  # its stub, its contract case, its YAML against its dataclass
+
+
+def test_a_taken_name_or_a_shared_module_is_refused_in_one_line(copy):
+    taken = dpsd(copy, "-m", "dpsd.cli", "new", "method", "lp1st", "--from", "template")
+    assert taken.returncode == 2 and "is taken" in taken.stderr and taken.stderr.count("\n") == 1
+    shared = dpsd(copy, "-m", "dpsd.cli", "new", "method", "mine", "--from", "dgd")
+    assert shared.returncode == 2 and "shares dpsd.methods.dgd" in shared.stderr
