@@ -95,8 +95,8 @@ def direct_releases(cfg: DictConfig, iterations: int) -> list[PrivacyEvent]:
     inside the cross-entropy), which no noise covers: every step is also an unprotected release.
     """
     privacy = cfg.privacy
-    if privacy.mode != "data":
-        return []
+    if privacy.mode != "data":  # no mechanism: the student's training on the private inputs is all there is
+        return direct_unprotected_release(iterations)
     beta, batch = float(privacy.beta), int(cfg.method.batch_size)
     return [
         GaussianRelease(
@@ -244,9 +244,8 @@ class DirectTrainer(Trainer):
         logits = self.student(x)
         with torch.no_grad():  # the label as a one-hot score: its argmax is the CE's target class
             targets = self.annotate(F.one_hot(y, self.num_classes).to(logits.dtype), logits)
-        if self.cfg.privacy.mode == "data":  # the annotator recorded its Gaussian release
-            for release in direct_unprotected_release(1):
-                self.ctx.ledger.record(release)
+        for release in direct_unprotected_release(1):  # beside the annotator's Gaussian release in data mode
+            self.ctx.ledger.record(release)
         loss = losses.soft_cross_entropy(logits, targets).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
