@@ -44,7 +44,8 @@ from dpsd.distill.annotators import BOUNDS, NOISE_OVER, PrivateAnnotator, gradie
 from dpsd.distill.builders import make_optimizer
 from dpsd.errors import ConfigError
 from dpsd.methods.base import RunContext, Trainer, register_method
-from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, check_dpsd_config, output_step_note, steps_note
+from dpsd.methods.dpsd import (DPSD, DPSDConfig, DPSDTrainer, annotated_batches, check_dpsd_config, output_step_note,
+                               steps_note, update_order_note)
 from dpsd.models import build_classifier, xavier_init_
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
@@ -133,10 +134,11 @@ def plan_dpdfd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     if method.train_on == "private":
         events = direct_releases(cfg, steps)
     else:
-        events = dpdfd_releases(cfg, info, steps)
+        events = dpdfd_releases(cfg, info, annotated_batches(cfg, steps))
     for event in events:
         ledger.record(event)
     steps_note(cfg, ledger)
+    update_order_note(cfg, ledger)
     output_step_note(cfg, ledger)
     if privacy.mode != "data":
         return ledger

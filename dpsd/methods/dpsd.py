@@ -37,6 +37,7 @@ OutputStepScale = Enum("OutputStepScale", "paper inverse_bound")  # inverse_boun
 DistillationLoss = Enum("DistillationLoss", " ".join(losses.DISTILLATION_LOSSES))
 Latents = Enum("Latents", "trainable resample")
 Discriminator = Enum("Discriminator", "student teacher")
+UpdateOrder = Enum("UpdateOrder", "student_first generator_first")
 
 
 @dataclass
@@ -59,6 +60,7 @@ class DPSDConfig(MethodConfig):
     dkd_temperature: float = MISSING
     latents: Latents = MISSING
     discriminator: Discriminator = MISSING
+    update_order: UpdateOrder = MISSING
     generator_loss: GeneratorLossConfig = field(default_factory=GeneratorLossConfig)
 
 
@@ -68,6 +70,25 @@ def check_dpsd_config(cfg: DictConfig) -> None:
         raise ConfigError(f"method.dkd_temperature must be > 0 (DKD's T), got {cfg.method.dkd_temperature}")
 
 
+def annotated_batches(cfg: DictConfig, steps: int) -> int:
+    """Batches the teacher annotates in ``steps`` steps: one a step (Alg. 1 line 4), two a step that
+    updates the generator first (``method.update_order=generator_first``, §III-B's last paragraph: the
+    student then learns on data sampled anew from the trained inputs, which the teacher annotates again)."""
+    if cfg.method.update_order != "generator_first" or not generator_trainable(cfg):
+        return steps
+    return steps + max(0, steps - int(cfg.method.warm_start_steps))
+
+
+def update_order_note(cfg: DictConfig, ledger: Ledger) -> None:
+    """Marks ``method.update_order=generator_first``: the rigorous ledger counts its second annotation of
+    every iteration; the paper's formula (the claim) keeps its T iterations."""
+    if cfg.method.update_order == "generator_first" and generator_trainable(cfg):
+        ledger.notes.append(
+            "method.update_order=generator_first (§III-B, last paragraph): each iteration updates the generator "
+            "and its inputs first, then the student on samples drawn anew from them, which the teacher annotates "
+            "again; eps_rigorous counts both annotations, eps_claimed keeps the paper's T iterations")
+
+
 def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[PrivacyEvent]:
     """What ``iterations`` iterations of Alg. 1 release about the private data.
 
@@ -75,10 +96,11 @@ def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Priv
     may change every answer; each of the b answers per iteration is one mechanism release.
     """
     privacy, batch = cfg.privacy, int(cfg.method.batch_size)
+    answered = annotated_batches(cfg, iterations)
     releases: list[PrivacyEvent] = []
     if privacy.mode == "label" and privacy.rr_domain == "all":
         releases.append(UnprotectedRelease(
-            count=iterations * batch,
+            count=answered * batch,
             # An answer outside the student's top-k happens only when the teacher's class is
             # inside it, which an answer for a class outside the top-k never produces.
             note="teacher label of each synthetic sample, literal Eq. (5) (rr_domain=all): "
@@ -88,16 +110,16 @@ def dpsd_releases(cfg: DictConfig, info: DataInfo, iterations: int) -> list[Priv
         # k varies per answer (chosen from the student prior alone); binary RR_eps dominates k-ary
         # RR_eps over a prior-chosen set for every k >= 2 (see dp_dfd.label_release), and k = 1 leaks nothing
         releases.append(RandomizedResponseRelease(
-            epsilon=float(privacy.query_epsilon), num_buckets=2, count=iterations * batch,
+            epsilon=float(privacy.query_epsilon), num_buckets=2, count=answered * batch,
             note="teacher label of each synthetic sample, RRWithPrior (Ghazi et al. 2021 Alg. 2; variant), "
                  "accounted as binary RR_eps, which dominates it for every per-sample k",
         ))
     elif privacy.mode == "label":
         releases.append(RandomizedResponseRelease(
-            epsilon=float(privacy.query_epsilon), num_buckets=int(privacy.k), count=iterations * batch, note=LABEL_NOTE,
+            epsilon=float(privacy.query_epsilon), num_buckets=int(privacy.k), count=answered * batch, note=LABEL_NOTE,
         ))
     elif privacy.mode == "data":
-        releases.append(output_gradient_release(cfg, iterations))
+        releases.append(output_gradient_release(cfg, answered))
     if cfg.method.discriminator == "teacher" and generator_trainable(cfg):  # no update while warming up
         releases.append(dpsd_t_generator_release(max(0, iterations - int(cfg.method.warm_start_steps))))
     return releases
@@ -119,6 +141,7 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
     for release in dpsd_releases(cfg, info, DPSD.total_steps(cfg)):
         ledger.record(release)
     steps_note(cfg, ledger)
+    update_order_note(cfg, ledger)
     output_step_note(cfg, ledger)
     if privacy.mode == "label" and privacy.rr_prior == "rr_with_prior":
         ledger.claim = claims.rr_with_prior_label_dp(float(privacy.query_epsilon))
@@ -203,8 +226,10 @@ class DPSDTrainer(Trainer):
         self.discriminator = self.teacher if method.discriminator == "teacher" else self.student
 
     def step(self) -> dict[str, float]:
-        """One iteration of Alg. 1 (lines 3-6); returns its losses."""
-        cfg, method = self.cfg, self.cfg.method
+        """One iteration of Alg. 1 (lines 3-6); returns its losses. ``method.update_order=generator_first``
+        (§III-B, last paragraph) updates the generator and its inputs first, then the student on samples
+        drawn anew from the trained inputs (annotated again)."""
+        method = self.cfg.method
         if method.latents == "resample":
             self.latents = torch.randn(self.latents.shape, generator=self.rng, device=self.latents.device)
         # (1) synthetic data. The generator does not change before line 6 of Alg. 1 uses the same x
@@ -212,20 +237,38 @@ class DPSDTrainer(Trainer):
         warming = self.steps_done < int(method.warm_start_steps)
         samples = (self.warm_start if warming else self.generator)(self.latents)
         self.steps_done += 1
-        # (2) private annotation: the only place the teacher is queried; the mechanism's event is
-        # recorded by the annotator that ran it.
+        targets = self.annotated(samples)
+        updates_generator = self.trains_generator and not warming
+        losses_now: dict[str, Tensor] = {}
+        if updates_generator and method.update_order == "generator_first":
+            losses_now["generator_loss"] = self.update_generator(samples, targets)
+            samples = self.generator(self.latents).detach()  # "sample data with the trained inputs"
+            targets = self.annotated(samples)
+        losses_now["student_loss"] = self.update_student(samples, targets)
+        if updates_generator and method.update_order == "student_first":
+            losses_now["generator_loss"] = self.update_generator(samples, targets)  # on the updated student
+        return losses_now
+
+    def annotated(self, samples: Tensor) -> Tensor:
+        """(2) Alg. 1 line 4, private annotation: the only place the teacher is queried; the mechanism's
+        event is recorded by the annotator that ran it."""
         with torch.no_grad():
             targets = self.query(samples, self.student(samples))
         self.queries += len(samples)
-        # (3) student update, Eq. (7).
-        for _ in range(int(method.student_steps)):
+        return targets
+
+    def update_student(self, samples: Tensor, targets: Tensor) -> Tensor:
+        """(3) Alg. 1 line 5: ``method.student_steps`` student updates with Eq. (7) on one annotated batch."""
+        for _ in range(int(self.cfg.method.student_steps)):
             student_loss = losses.soft_cross_entropy(self.student(samples.detach()), targets).mean()
             self.student_opt.zero_grad(set_to_none=True)
             student_loss.backward()
             self.student_opt.step()
-        if warming or not self.trains_generator:
-            return {"student_loss": student_loss.detach()}
-        # (4) generator and latent update with L_s + L_g (Alg. 1 line 6), on the updated student.
+        return student_loss.detach()
+
+    def update_generator(self, samples: Tensor, targets: Tensor) -> Tensor:
+        """(4) Alg. 1 line 6: the generator and its latents descend L_s + L_g (Eq. (8)) through ``samples``."""
+        cfg = self.cfg
         gen_loss = generator_loss(cfg, self.discriminator, samples)
         gen_loss = gen_loss + student_loss_for_generator(cfg, self.student, samples, targets)
         self.generator_opt.zero_grad(set_to_none=True)
@@ -234,7 +277,7 @@ class DPSDTrainer(Trainer):
         if gen_loss.requires_grad:  # every term switched off: the generator stays as it is
             gen_loss.backward()
             self.generator_opt.step()
-        return {"student_loss": student_loss.detach(), "generator_loss": gen_loss.detach()}
+        return gen_loss.detach()
 
     def query_teacher(self, samples: Tensor, student_logits: Tensor) -> Tensor:
         """Alg. 1 line 4: the teacher's answers for ``samples`` through the private mechanism."""

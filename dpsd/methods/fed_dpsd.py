@@ -258,6 +258,9 @@ def check_config(cfg: DictConfig) -> None:
         raise ConfigError("method.noise_at=server adds Alg. 2 line 14's noise per sample: privacy.noise_over must be sample")
     if method.discriminator != "student":
         raise ConfigError(f"FedDPSD's server holds no teacher: method.discriminator must be student, got {method.discriminator!r}")
+    if method.update_order != "student_first":
+        raise ConfigError("Alg. 2 updates the student (line 16), then the generator (line 18): method.update_order must be "
+                          f"student_first for fed_dpsd, got {method.update_order!r}")
 
 
 def plan_fed_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
