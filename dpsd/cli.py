@@ -275,6 +275,8 @@ def cmd_sweep(args: list[str]) -> int:
     parser.add_argument("--match", metavar="REGEX",
                         help="run only the cells whose label matches (e.g. 'steps_per_iteration=(1|10) '); "
                              "--dry-run lists the labels")
+    parser.add_argument("--seeds", type=int, metavar="N",
+                        help="run every cell at seeds 0..N-1 (default: the spec's seeds: list, else seed 0)")
     _add_trial_resources(parser)
     _add_archive_choice(parser)
     parser.add_argument("--claim-timeout", type=float, default=CLAIM_TIMEOUT, metavar="SECONDS",
@@ -284,7 +286,8 @@ def cmd_sweep(args: list[str]) -> int:
     scale, overrides = split_scale(parsed.overrides)
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
                         parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout,
-                        rerun_stale=parsed.rerun_stale, match=parsed.match, archive=_archive(parsed))
+                        rerun_stale=parsed.rerun_stale, match=parsed.match, archive=_archive(parsed),
+                        seeds=parsed.seeds)
     print(format_summary(summary, parsed.dry_run))
     return 1 if summary["failed"] else 0
 

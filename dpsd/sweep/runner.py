@@ -42,7 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError, Fault
 from dpsd.sweep.fairness import budget_differences
-from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys
+from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys, with_seeds
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_versions, cell_tags, claim_cell, client_for,
                               failed_cells, finished_by, heartbeat, is_done, live_claims, merged_versions, parent_run,
                               recorded_figures,
@@ -345,7 +345,7 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
               address: str | None = None, dry_run: bool = False,
               cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
               claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False,
-              match: str | None = None, archive: Path | None = None) -> dict[str, Any]:
+              match: str | None = None, archive: Path | None = None, seeds: int | None = None) -> dict[str, Any]:
     """Run every cell of a spec that has no FINISHED run yet; returns what was done, ran, skipped,
     was stale, had absent data or failed (lists of cell labels, ``failure_reasons`` by label) and
     ``cells`` (label, config_hash, status).
@@ -359,16 +359,18 @@ def run_sweep(spec_path: str | os.PathLike, scale: str = "smoke", overrides: Seq
     regular expression): only the cells whose label it matches (``re.search``) run; the others that
     would have run are listed as ``left_out``. ``archive``: a runs archive (the CLI passes results/runs.csv
     unless ``--no-archive``) whose completed runs count as the store's would, so a fresh checkout does not
-    re-run what the archive holds; None: the store alone."""
+    re-run what the archive holds; None: the store alone. ``seeds``: N runs every cell at seeds 0..N-1 in place
+    of the spec's ``seeds:`` list (None: the spec's)."""
     return run_sweeps([spec_path], scale, overrides, address, dry_run, cpus_per_trial, gpus_per_trial,
-                      claim_timeout, rerun_stale, match, archive)[0]
+                      claim_timeout, rerun_stale, match, archive, seeds)[0]
 
 
 def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", overrides: Sequence[str] = (),
                address: str | None = None, dry_run: bool = False,
                cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
                claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False,
-               match: str | None = None, archive: Path | None = None) -> list[dict[str, Any]]:
+               match: str | None = None, archive: Path | None = None,
+               seeds: int | None = None) -> list[dict[str, Any]]:
     """:func:`run_sweep` for several specs at once (``dpsd reproduce``): one summary per spec, in order.
 
     Every spec's pending cells run in one Ray session as one Tune experiment, so a spec's last cell
@@ -378,7 +380,7 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     datasets: dict[str, str | None] = {}  # which datasets load here, found once for every spec
     pattern = cell_pattern(match)
     archived = archived_versions(archive)
-    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale, datasets, pattern, archived)
+    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale, datasets, pattern, archived, seeds)
              for path in spec_paths]
     if dry_run:
         for plan in plans:
@@ -418,13 +420,13 @@ def cell_pattern(match: str | None) -> re.Pattern | None:
 
 def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], address: str | None, dry_run: bool,
           rerun_stale: bool, datasets: dict[str, str | None], pattern: re.Pattern | None = None,
-          archived: dict[str, set[str]] | None = None) -> SweepPlan:
-    """Expand a spec, check its cells, ask MLflow which are done, stale or failed before, find absent
-    data (recorded as such unless ``dry_run``), leave out the cells ``pattern`` does not match: what
-    :func:`run_sweeps` runs."""
+          archived: dict[str, set[str]] | None = None, seeds: int | None = None) -> SweepPlan:
+    """Expand a spec (at seeds 0..``seeds``-1 where given), check its cells, ask MLflow which are done, stale
+    or failed before, find absent data (recorded as such unless ``dry_run``), leave out the cells ``pattern``
+    does not match: what :func:`run_sweeps` runs."""
     from dpsd.tracking import check_tracking
 
-    spec = load_spec(spec_path)
+    spec = with_seeds(load_spec(spec_path), seeds)
     expanded = expand_configs(spec, scale, overrides)
     cells = [cell for cell, _ in expanded]
     if pattern is not None and not any(pattern.search(c.label) for c in cells):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -292,6 +293,15 @@ def _is_group_choice(override: Override) -> bool:
 def _groups_composed(groups: tuple[str, ...]) -> DictConfig:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return hydra_compose(config_name="config", overrides=list(groups))
+
+
+def with_seeds(spec: Spec, seeds: int | None) -> Spec:
+    """``spec`` run at seeds 0..``seeds``-1 (``dpsd sweep --seeds N``) in place of its ``seeds:`` list; None: as it is."""
+    if seeds is None:
+        return spec
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be a positive number of seeds, got {seeds}")
+    return dataclasses.replace(spec, seeds=tuple(range(seeds)))
 
 
 def expand_cells(spec: Spec | str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = ()) -> list[Cell]:
