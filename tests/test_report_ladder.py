@@ -236,3 +236,17 @@ def test_report_command_takes_markdown(study, tmp_path, capsys):
     assert text.startswith("# tiny ladder; tiny queries\n")  # its specs' titles
     assert "](figures/tiny_ladder_dpsd_label.png)" in text and (tmp_path / "figures" / "tiny_ladder_dpsd_label.png").is_file()
     assert (tmp_path / "reports" / "index.html").is_file()
+
+
+@pytest.mark.parametrize(("overrides", "expected"), [
+    (["method=dpsd"], ""),
+    (["method=dpsd", "method.distillation_loss=dkd_as_printed"], "distillation_loss=dkd_as_printed"),
+    (["method=dpsd", "method.latents=resample"], ""),  # a reading of DPSD, not a variant
+    (["method=fed_dpsd"], ""),
+    (["method=fed_dpsd", "method.latents=trainable"], "latents=trainable"),
+    (["method=fed_dpsd", "privacy=data", "method.top_k_in_data_mode=true"], "top_k_in_data_mode=True"),
+])
+def test_issue_34s_kept_behaviours_are_labelled_variants_on_the_ladder(overrides, expected):
+    cfg = compose(["dataset=digits", *overrides])
+    assert ladder_report.variant(cfg) == expected
+    assert ("not the paper's method" in ladder_report.ladder_name(cfg)) == bool(expected)

@@ -13,9 +13,9 @@ def ref(method, epsilon, value, paper="dpsd", table="T", note=""):
             "metric": "accuracy", "value": str(value), "value_number": value, "note": note, "source": ""}
 
 
-def group(method, epsilon, status="run", accuracy=math.nan):
+def group(method, epsilon, status="run", accuracy=math.nan, seeds=3):
     return {"method": method, "dataset": "mnist", "epsilon": epsilon, "status": status, "accuracy": accuracy,
-            "overrides": {}, "config": None}
+            "overrides": {}, "config": None, "seeds": seeds if status == "run" else 0}
 
 
 def test_rows_are_counted_within_above_short_not_run_or_data_absent_per_paper():
@@ -29,7 +29,7 @@ def test_rows_are_counted_within_above_short_not_run_or_data_absent_per_paper():
     board.add(refs, groups)
     counts = board.counts()
     assert {k: len(v) for k, v in counts["dpsd"].items()} == {
-        "within 2 points": 1, "above": 1, "short": 1, "not run": 2, "data absent": 1}
+        "within 2 points": 1, "above": 1, "short": 1, "one seed": 0, "not run": 2, "data absent": 1}
     assert counts["dpsd"]["short"] == ["dpsd"] and counts["dp_dfd"]["within 2 points"] == ["dp_dfd"]
     page = board.html("laptop", {"ladder_dpsd"})
     assert page.index("Scoreboard") < page.index('<a href="#ladder_dpsd">dpsd</a>')
@@ -42,3 +42,13 @@ def test_a_row_two_specs_compare_with_counts_once_with_its_best_outcome():
     board.add(refs, pd.DataFrame([group("dpsd", 1, accuracy=89.0)]))
     assert {k: len(v) for k, v in board.counts()["dpsd"].items()}["within 2 points"] == 1
     assert sum(len(v) for v in board.counts()["dpsd"].values()) == 1
+
+
+def test_a_row_with_one_seed_is_never_counted_matched_or_short():
+    refs = pd.DataFrame([ref("dpsd", 1, 90.0), ref("dpsd", 10, 95.0), ref("dgd", 1, 80.0)])
+    groups = pd.DataFrame([group("dpsd", 1, accuracy=89.5, seeds=1), group("dpsd", 10, accuracy=20.0, seeds=1),
+                           group("dgd", 1, accuracy=20.0, seeds=2)])
+    board = Scoreboard()
+    board.add(refs, groups)
+    counts = {k: sorted(v) for k, v in board.counts()["dpsd"].items()}
+    assert counts["one seed"] == ["dpsd", "dpsd"] and counts["short"] == ["dgd"] and counts["within 2 points"] == []

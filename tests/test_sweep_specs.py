@@ -17,14 +17,14 @@ from dpsd.errors import ConfigError
 from dpsd.methods import METHODS
 from dpsd.sweep import spec as sweep_spec
 from dpsd.sweep.spec import SPEC_KEYS, composed, load_spec, override_key
+from dpsd.report.render import KINDS
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = sorted((REPO / "sweeps").glob("*.yaml"))
 REFERENCE = REPO / "results" / "reference" / "papers.csv"
 KEYS = set(SPEC_KEYS)
 PAPERS = {"dpsd", "dpdfd", "dp_dfd", "dgd", "dafl"}  # dafl: the public anchor (DAFL Table 1)
-KINDS = {"table", "curve", "sensitivity", "samples", "ladder", "query_budget"}
-STUDIES = {"ladder", "query_budget"}  # kinds of our own studies (issue 13): every method, no one paper
+STUDIES = {"ladder", "query_budget", "readings"}  # kinds of our own studies (issue 13): every method, no one paper
 BENCHMARKS = {"headline", "quickstart"}  # tables over several papers (issue 14): no one paper
 # every table, figure and ablation the issue names has a spec feeding it
 REQUIRED_IDS = ({f"DPSD Table {n}" for n in ("I", "II", "III", "IV", "V", "VI")}

@@ -43,7 +43,12 @@ LOSS = {
 }
 COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Change (points)", "ε claimed", "ε rigorous",
            "Queries", "Seeds")
-VARIANTS = (("privacy.rr_prior", "topk"), ("method.output_step_scale", "paper"), ("method.warm_start_steps", 0))  # switches whose non-default value is a labelled variant
+# Switches whose value away from the default is a labelled variant (not the paper's method): key, default, and the
+# methods it applies to (empty: every method that has the key).
+VARIANTS = (("privacy.rr_prior", "topk", ()), ("method.output_step_scale", "paper", ()), ("method.warm_start_steps", 0, ()),
+            ("method.distillation_loss", "dkd", ("dpsd", "dpsd_t", "dpdfd", "fed_dpsd")),  # dkd_as_printed: Eq. (2)'s misprint
+            ("method.latents", "resample", ("fed_dpsd",)),  # trainable: DPSD's batch Z, not Alg. 2 line 3
+            ("method.top_k_in_data_mode", False, ("fed_dpsd",)))  # true: M_k, which Alg. 2's Fed-FlexPer does not apply
 # Switches that swap or take out one part of a method's loop (the paper's own ablations, e.g. DGD's Fig. 7): a run
 # with a non-default value stands beside its rung, named by what it changes, and is not that rung's run. Each
 # entry: the switch, its default, what it changes in words, and whether it puts held-out private images in place
@@ -69,7 +74,8 @@ def rung(cfg: DictConfig) -> str:
 
 def variant(cfg: DictConfig) -> str:
     """The labelled variant a run uses ("" for the paper's method): e.g. ``rr_prior=rr_with_prior``."""
-    return " ".join(f"{leaf}={value}" for leaf, value, _ in _switched(cfg, VARIANTS))
+    applies = tuple((key, default) for key, default, methods in VARIANTS if not methods or cfg.method.name in methods)
+    return " ".join(f"{leaf}={value}" for leaf, value, _ in _switched(cfg, applies))
 
 
 def _switched(cfg: DictConfig, switches: tuple) -> list[tuple[str, object, tuple]]:

@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from dpsd.config import compose, resolve_paths
 from dpsd.errors import ConfigError
-from dpsd.report import figures, formats, ladder, site, verdict
+from dpsd.report import figures, formats, ladder, readings, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
@@ -37,7 +37,7 @@ from dpsd.tracking import tracking_uri
 DEFAULT_SPECS = Path("sweeps")
 DEFAULT_REFERENCE = Path("results/reference/papers.csv")
 DEFAULT_OUT = Path("reports")
-KINDS = ("table", "curve", "sensitivity", "samples", "ladder", "query_budget")
+KINDS = ("table", "curve", "sensitivity", "samples", "ladder", "query_budget", "readings")
 
 
 def spec_paths(specs_dir: Path = DEFAULT_SPECS, only: Sequence[str] = ()) -> list[Path]:
@@ -134,6 +134,8 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         _render_ladders(spec, groups, table.scale_line, out, section)
     if kind == "query_budget" and len(groups):
         _render_query_budget(spec, groups, table.scale_line, out, section)
+    if kind == "readings" and (frame["status"] == RUN).any():
+        _render_readings(spec, frame, table.scale_line, out, section)
     block = settings_block(groups, settings) if settings is not None and kind != "samples" else ""
     if block:  # the section opens with what the paper states beside what our cells ran with
         section.markdown = "\n".join([f"## Setting vs paper: {spec.feeds.get('title', spec.name)}", "", block, "",
@@ -190,6 +192,19 @@ def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: sit
         tables[name], pngs = body, [*pngs, png.relative_to(out).as_posix()]
         sentences.append(sentence)
     section.markdown = ladder.ladder_markdown(f"{spec.feeds.get('title', spec.name)} ({scale_line})", tables, sentences, pngs)
+
+
+def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: site.Section) -> None:
+    """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings`) and the main-effects plot."""
+    rows = readings.seed_rows(frame)
+    title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
+    caption = f"{spec.feeds.get('title', spec.name)}: mean R3 at each value of each switch; {scale_line}."
+    design = rows[rows["method"].isin(readings.DISCRIMINATOR_METHODS)]
+    png = readings.effects_figure(design, caption, out / "figures" / f"{spec.name}.png") if len(design) else None
+    if png is not None:
+        section.figures.append((png.relative_to(out).as_posix(), caption))
+    section.markdown = readings.readings_markdown(title, rows, str(spec.feeds.get("design", "")),
+                                                  png.relative_to(out).as_posix() if png is not None else None)
 
 
 def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section: site.Section) -> None:

@@ -1,0 +1,291 @@
+"""The readings tables (issue 34 items 3-5): per seed method, each ambiguous passage of its paper as a switch,
+the values tried, their R3 accuracy over runs and seeds, and which value is a faithful reading or a repair.
+
+One source of truth: :data:`SWITCHES` names each switch, how its value is read from a run's resolved config,
+and for each value the paper's words it follows (quoted, with the line of ``dpsd-model-transcription.txt``) and
+whether it is a faithful reading of them, a repair beyond the paper, or a substitute for what the paper used
+and we could not run (its ResNet-34 teacher). A spec of kind ``readings`` (``sweeps/readings_r3.yaml``) is a
+fractional factorial of these switches; :func:`main_effects` reads each switch's effect off it as the difference
+of the mean R3 over the runs at each value (every value appears in half the runs), and
+:func:`chosen_defaults` applies the rule of issue 34 item 5: the faithful value with the best mean R3, ties
+(within :data:`TIE` points) to the literal one. Everything here formats run figures; no number is typed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+from omegaconf import DictConfig
+
+from dpsd.report.cells import RUN
+from dpsd.report.tables import DASH
+
+FAITHFUL, REPAIR, SUBSTITUTE = "faithful", "repair (not in the paper)", "substitute (the paper's ResNet-34 not run)"
+TIE = 2.0  # points: level means closer than this are a tie, which goes to the literal reading
+DISCRIMINATOR_METHODS = ("dpsd", "dpsd_t")  # the same loop with the student or the teacher as discriminator
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One value of a switch: what it is, the paper's words it follows, and what kind of reading it is."""
+
+    value: str
+    kind: str
+    words: str
+    literal: bool = False  # the reading that follows the letter of the algorithm box (ties go to it)
+
+
+@dataclass(frozen=True)
+class Switch:
+    name: str
+    key: str  # the config key(s) a spec sets, as a reader types them
+    read: Callable[[DictConfig], str]
+    readings: tuple[Reading, ...]
+
+    def reading(self, value: str) -> Reading:
+        for reading in self.readings:
+            if reading.value == value:
+                return reading
+        return Reading(value, "not classified", "")
+
+
+def _teacher(cfg: DictConfig) -> str:
+    normalization = cfg.model.teacher.get("input", {}).get("normalization", "minus_one_one")
+    return f"{cfg.model.teacher.arch}, {normalization}"
+
+
+def _rates(cfg: DictConfig) -> str:
+    return "paper" if math.isclose(float(cfg.method.student_lr), 0.1) else f"student {float(cfg.method.student_lr):g}"
+
+
+SWITCHES: tuple[Switch, ...] = (
+    Switch("latents", "method.latents", lambda c: str(c.method.latents), (
+        Reading("trainable", FAITHFUL, 'l.95 Alg. 1 line 1 "generate a batch of random vectors Z(0)", l.100 line 6 '
+                '"and the random vectors with z_i(t+1) = z_i(t) - gamma_g ..."', literal=True),
+        Reading("resample", FAITHFUL, 'l.49 "This step samples b Gaussian noise vectors {z_i} and feeds them into '
+                'Phi_g"; l.28 Fig. 2 "generates synthetic data from random vectors z under Gaussian distribution"'),
+    )),
+    Switch("student steps", "method.student_steps", lambda c: str(int(c.method.student_steps)), (
+        Reading("1", FAITHFUL, 'l.99 Alg. 1 line 5 "update the student with w_s(t+1) = w_s(t) - gamma_s dL_s/dw_s"',
+                literal=True),
+        Reading("5", REPAIR, "none: Alg. 1 updates the student once an iteration (DFAD's five steps a round)"),
+    )),
+    Switch("L_s in the generator's loss", "method.generator_loss.student_loss",
+           lambda c: str(c.method.generator_loss.student_loss), (
+        Reading("minimize", FAITHFUL, 'l.100 Alg. 1 line 6 "update the generator with w_g(t+1) = w_g(t) - gamma_g '
+                'd(L_s + L_g)/dw_g"', literal=True),
+        Reading("maximize", FAITHFUL, 'l.84 "we can treat the student as a discriminator variant and enable generator '
+                'update via adversarial learning"'),
+        Reading("off", FAITHFUL, "Table VI's ablation of the loss terms"),
+    )),
+    Switch("learning rates", "method.student_lr", _rates, (
+        Reading("paper", FAITHFUL, 'l.155 "The learning rates for student and generator update are set to gamma_s = 0.1 '
+                'and gamma_g = 0.01", on the weights as l.99 Alg. 1 line 5 writes gamma_s', literal=True),
+        Reading("student 0.001", FAITHFUL, 'l.62 "where gamma_s is the learning rate" of Eq. (3): gamma_s read as the '
+                "output step only; the weights' Adam rate unstated (Adam's default 1e-3)"),
+    )),
+    Switch("update order", "method.update_order", lambda c: str(c.method.update_order), (
+        Reading("student_first", FAITHFUL, "l.99-100 Alg. 1 lines 5-6: the student, then the generator", literal=True),
+        Reading("generator_first", FAITHFUL, 'l.92 "we update the generator as well as its inputs with L_s + L_g and '
+                'sample data with the trained inputs to update the student with L_s"'),
+    )),
+    Switch("generator output", "model.generator.output", lambda c: str(c.model.generator.get("output", "tanh")), (
+        Reading("tanh", FAITHFUL, "the paper does not describe its generator; tanh ends DCGAN's", literal=True),
+        Reading("tanh_batchnorm", FAITHFUL, "DAFL [11]'s generator, whose losses Eq. (8) takes (l.84 "
+                '"[11, 28]"), ends in an affine-free BatchNorm'),
+    )),
+    Switch("teacher", "model/teacher", _teacher, (
+        Reading("small_cnn, minus_one_one", SUBSTITUTE, 'l.155 "ResNet34 as teacher": the harness\'s small CNN, '
+                "pixels in [-1, 1]"),
+        Reading("lenet5, mean_std", SUBSTITUTE, "l.155 \"ResNet34 as teacher\": DAFL's LeNet-5, MNIST mean/std, 32 px"),
+    )),
+)
+
+
+def switch_values(cfg: DictConfig) -> dict[str, str]:
+    """Each switch's value in a run's resolved config."""
+    return {switch.name: switch.read(cfg) for switch in SWITCHES}
+
+
+def seed_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per finished seed of a readings spec: method, group, seed, accuracy and each switch's value."""
+    done = frame[frame["status"] == RUN]
+    rows = [{"method": row["method"], "group": row["group"], "seed": row["seed"], "accuracy": row["accuracy"],
+             **switch_values(row["config"])} for _, row in done.iterrows()]
+    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", *(s.name for s in SWITCHES)])
+
+
+def _mean_std(values: pd.Series) -> str:
+    values = values.dropna()
+    if values.empty:
+        return DASH
+    spread = f" ± {values.std(ddof=1):.2f}" if len(values) > 1 else ""
+    return f"{values.mean():.2f}{spread}"
+
+
+def varied(rows: pd.DataFrame) -> list[Switch]:
+    """The switches that take more than one value among ``rows``."""
+    return [s for s in SWITCHES if rows[s.name].nunique() > 1]
+
+
+def main_effects(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per varied switch and value: mean ± sample std of R3 over the cells (runs x seeds) at that value, the
+    runs and cells it rests on, and the effect: the value's mean minus the switch's first value's."""
+    out = []
+    for switch in varied(rows):
+        values = [r.value for r in switch.readings if (rows[switch.name] == r.value).any()]
+        values += sorted(set(rows[switch.name]) - set(values))
+        base = rows.loc[rows[switch.name] == values[0], "accuracy"].mean()
+        for value in values:
+            at = rows[rows[switch.name] == value]
+            reading = switch.reading(value)
+            out.append({"Switch": switch.name, "Config": switch.key, "Value": value, "Reading": reading.kind,
+                        "Paper's words": reading.words, "R3 (%)": _mean_std(at["accuracy"]),
+                        "Runs × seeds": f"{at['group'].nunique()} × {at.groupby('group').size().max()}",
+                        "Effect (points)": DASH if value == values[0] else f"{at['accuracy'].mean() - base:+.2f}",
+                        "_mean": at["accuracy"].mean(), "_literal": reading.literal, "_kind": reading.kind})
+    return pd.DataFrame(out)
+
+
+def run_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of the design: its switch values, R3 mean ± sample std over its seeds, and the seeds."""
+    shown = varied(rows)
+    out = []
+    for group, at in rows.groupby("group", sort=False):
+        first = at.iloc[0]
+        kinds = {switch.reading(first[switch.name]).kind for switch in shown}
+        out.append({**{switch.name: first[switch.name] for switch in shown},
+                    "R3 (%)": _mean_std(at["accuracy"]), "Seeds": len(at),
+                    "Per seed": ", ".join(f"{a:.2f}" for a in at.sort_values("seed")["accuracy"]),
+                    "All faithful": "yes" if kinds <= {FAITHFUL, SUBSTITUTE} else "no", "_mean": at["accuracy"].mean()})
+    return pd.DataFrame(out).sort_values("_mean", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def chosen_defaults(effects: pd.DataFrame) -> dict[str, str]:
+    """Issue 34 item 5's rule per switch: among its faithful values, the best mean R3; a value within
+    :data:`TIE` points of the literal one's loses to it. Substitutes (the teacher) are not a reading to choose."""
+    chosen = {}
+    for name, at in effects.groupby("Switch", sort=False):
+        faithful = at[at["_kind"] == FAITHFUL]
+        if faithful.empty:
+            continue
+        best = faithful.loc[faithful["_mean"].idxmax()]
+        literal = faithful[faithful["_literal"]]
+        if len(literal) and best["_mean"] - literal.iloc[0]["_mean"] < TIE:
+            best = literal.iloc[0]
+        chosen[name] = best["Value"]
+    return chosen
+
+
+def interaction_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each switch's effect with the student and with the teacher as discriminator (DPSD, DPSD-T), and their
+    difference: the switch x discriminator interaction (twice the usual half-difference contrast)."""
+    effects = {m: main_effects(rows[rows["method"] == m]) for m in DISCRIMINATOR_METHODS if (rows["method"] == m).any()}
+    if len(effects) < 2:
+        return pd.DataFrame()
+    student, teacher = (effects[m] for m in DISCRIMINATOR_METHODS)
+    out = []
+    for _, row in student[student["Effect (points)"] != DASH].iterrows():
+        other = teacher[(teacher["Switch"] == row["Switch"]) & (teacher["Value"] == row["Value"])]
+        if other.empty:
+            continue
+        a, b = float(row["Effect (points)"]), float(other.iloc[0]["Effect (points)"])
+        out.append({"Switch": row["Switch"], "Value": row["Value"], "Effect with the student (DPSD)": f"{a:+.2f}",
+                    "Effect with the teacher (DPSD-T)": f"{b:+.2f}", "Difference (points)": f"{a - b:+.2f}"})
+    return pd.DataFrame(out)
+
+
+def best_faithful(rows: pd.DataFrame) -> pd.Series | None:
+    """The run (all its values faithful or substitutes) with the best mean R3, or None."""
+    runs = run_table(rows)
+    runs = runs[runs["All faithful"] == "yes"]
+    return runs.iloc[0] if len(runs) else None
+
+
+def search_counts(rows: pd.DataFrame) -> dict[str, int]:
+    """What a method's readings search covered: faithful runs (as readings), teachers, and seeds per run."""
+    runs = run_table(rows)
+    faithful = runs[runs["All faithful"] == "yes"]
+    return {"readings": len(faithful), "teachers": rows["teacher"].nunique(),
+            "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0}
+
+
+def effects_figure(rows: pd.DataFrame, caption: str, path) -> "Path":
+    """Main-effects plot: per switch, the mean R3 at each value (error bars: sample std over runs x seeds), one
+    line per method; a flat line is a switch that does not matter."""
+    from pathlib import Path
+
+    from matplotlib.figure import Figure
+
+    from dpsd.report.figures import PNG_METADATA
+
+    methods = list(dict.fromkeys(rows["method"]))
+    switches = varied(rows)
+    fig = Figure(figsize=(2.1 * max(1, len(switches)) + 1, 3.6), layout="constrained")
+    axes = fig.subplots(1, max(1, len(switches)), sharey=True, squeeze=False)[0]
+    for ax, switch in zip(axes, switches):
+        values = [r.value for r in switch.readings if (rows[switch.name] == r.value).any()]
+        for method in methods:
+            at = rows[rows["method"] == method]
+            means = [at.loc[at[switch.name] == v, "accuracy"].mean() for v in values]
+            stds = [at.loc[at[switch.name] == v, "accuracy"].std(ddof=1) for v in values]
+            ax.errorbar(range(len(values)), means, yerr=stds, marker="o", capsize=3, label=method)
+        ax.set_xticks(range(len(values)), [v.replace(", ", "\n") for v in values], fontsize=7)
+        ax.set_title(switch.name, fontsize=8)
+        ax.set_xlim(-0.5, len(values) - 0.5)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("R3 student test accuracy (%)")
+    axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(caption, fontsize=8, wrap=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, metadata=PNG_METADATA)
+    return path
+
+
+def _table(frame: pd.DataFrame) -> str:
+    from dpsd.report.ladder import markdown_table
+
+    return markdown_table(frame[[c for c in frame.columns if not c.startswith("_")]])
+
+
+def control_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The control methods' cells (not a reading of the seed methods): teacher, R3 mean ± std, seeds."""
+    out = [{"Method": at.iloc[0]["method"], "Teacher": at.iloc[0]["teacher"], "R3 (%)": _mean_std(at["accuracy"]),
+            "Seeds": len(at), "Per seed": ", ".join(f"{a:.2f}" for a in at.sort_values("seed")["accuracy"])}
+           for _, at in rows.groupby("group", sort=False)]
+    return pd.DataFrame(out, columns=["Method", "Teacher", "R3 (%)", "Seeds", "Per seed"])
+
+
+def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str | None) -> str:
+    """The readings page section: per method the main effects, the runs, the chosen defaults; then the
+    discriminator interaction and the controls (the methods that are not readings of DPSD)."""
+    controls = control_table(rows[~rows["method"].isin(DISCRIMINATOR_METHODS)])
+    rows = rows[rows["method"].isin(DISCRIMINATOR_METHODS)]
+    lines = [f"## {title}", "", design, ""]
+    if figure:
+        lines += [f"![Main effects of the readings]({figure})", ""]
+    for method in dict.fromkeys(rows["method"]):
+        at = rows[rows["method"] == method]
+        if at.empty:
+            continue
+        effects = main_effects(at)
+        counts = search_counts(at)
+        best = best_faithful(at)
+        chosen = chosen_defaults(effects)
+        lines += [f"### {method}: readings at R3", "",
+                  f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
+                  f"(over {counts['teachers']} teachers), at least {counts['seeds']} seeds each. "
+                  + (f"Best faithful run: {best['R3 (%)']}% (n = {best['Seeds']})." if best is not None else ""), "",
+                  _table(effects), "", _table(run_table(at)), "",
+                  "Default by the rule (the faithful value with the best mean R3, ties within "
+                  f"{TIE:g} points to the literal one): " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + ".", ""]
+    interactions = interaction_table(rows)
+    if len(interactions):
+        lines += ["### Each switch with the student or the teacher as discriminator", "", _table(interactions), ""]
+    if len(controls):
+        lines += ["### Controls at the same budget and student", "", _table(controls), ""]
+    return "\n".join(lines)

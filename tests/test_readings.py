@@ -1,0 +1,69 @@
+"""The readings tables (issue 34 items 3-5): effects read off a fractional design, the default rule."""
+
+import math
+
+import pandas as pd
+
+from dpsd.config import compose
+from dpsd.report import readings
+from dpsd.report.readings import FAITHFUL, REPAIR, SWITCHES, chosen_defaults, main_effects, run_table, seed_rows
+
+DEFAULTS = {"latents": "trainable", "student steps": "1", "L_s in the generator's loss": "minimize",
+            "learning rates": "student 0.001", "update order": "student_first", "generator output": "tanh",
+            "teacher": "small_cnn, minus_one_one"}
+
+
+def rows(runs, method="dpsd"):
+    """``runs``: (switch values changed from DEFAULTS, accuracies over seeds)."""
+    out = []
+    for i, (changed, accuracies) in enumerate(runs):
+        for seed, accuracy in enumerate(accuracies):
+            out.append({"method": method, "group": f"{method} run{i}", "seed": seed, "accuracy": accuracy,
+                        **DEFAULTS, **changed})
+    return pd.DataFrame(out)
+
+
+def test_every_switch_value_is_classified_and_quotes_the_paper_or_says_why_not():
+    for switch in SWITCHES:
+        assert sum(r.literal for r in switch.readings) <= 1, switch.name
+        for reading in switch.readings:
+            assert reading.kind in (readings.FAITHFUL, readings.REPAIR, readings.SUBSTITUTE) and reading.words
+
+
+def test_the_effect_is_the_difference_of_the_level_means_and_the_table_keeps_the_seeds():
+    frame = rows([({}, [10.0, 12.0]), ({"latents": "resample"}, [30.0, 34.0]),
+                  ({"student steps": "5"}, [10.0, 10.0]), ({"latents": "resample", "student steps": "5"}, [50.0, 54.0])])
+    effects = main_effects(frame).set_index(["Switch", "Value"])
+    assert effects.loc[("latents", "resample"), "Effect (points)"] == "+31.50"  # (32 + 52) / 2 - (11 + 10) / 2
+    assert effects.loc[("latents", "trainable"), "R3 (%)"].startswith("10.50 ± ")
+    assert effects.loc[("student steps", "5"), "Reading"] == REPAIR
+    assert set(effects.index.get_level_values(0)) == {"latents", "student steps"}  # only what varies
+    runs = run_table(frame)
+    assert list(runs["R3 (%)"])[0] == "52.00 ± 2.83" and list(runs["Seeds"]) == [2, 2, 2, 2]
+    assert dict(zip(runs["R3 (%)"], runs["All faithful"]))["52.00 ± 2.83"] == "no"
+
+
+def test_the_default_is_the_best_faithful_value_ties_go_to_the_literal_one_and_a_repair_never_wins():
+    frame = rows([({}, [10.0, 10.0]), ({"latents": "resample", "student steps": "5", "update order": "generator_first"},
+                                       [60.0, 60.0]),
+                  ({"latents": "resample"}, [40.0, 40.0]), ({"student steps": "5", "update order": "generator_first"},
+                                                            [11.0, 11.0])])
+    chosen = chosen_defaults(main_effects(frame))
+    assert chosen["latents"] == "resample"  # 50 against 10.5
+    assert chosen["student steps"] == "1"  # 5 is a repair, whatever its mean
+    assert chosen["update order"] == "generator_first"  # 35.5 against 25
+    tie = rows([({}, [20.0, 20.0]), ({"update order": "generator_first"}, [21.5, 21.5])])
+    assert chosen_defaults(main_effects(tie))["update order"] == "student_first"  # within 2 points: the literal
+
+
+def test_seed_rows_read_each_switch_from_the_resolved_config():
+    configs = [compose(["method=dpsd", "dataset=digits"]),
+               compose(["method=dpsd", "dataset=digits", "method.latents=resample", "method.student_lr=0.1",
+                        "model/teacher=lenet5", "model.generator.output=tanh_batchnorm"])]
+    frame = pd.DataFrame([{"status": "run", "method": "dpsd", "group": str(i), "seed": 0, "accuracy": 10.0 + i,
+                           "config": cfg} for i, cfg in enumerate(configs)])
+    out = seed_rows(frame)
+    assert dict(out.iloc[0][list(DEFAULTS)]) == DEFAULTS
+    assert out.iloc[1]["latents"] == "resample" and out.iloc[1]["learning rates"] == "paper"
+    assert out.iloc[1]["teacher"] == "lenet5, mean_std" and out.iloc[1]["generator output"] == "tanh_batchnorm"
+    assert readings.SWITCHES[3].reading("paper").kind == FAITHFUL and not math.isnan(out["accuracy"].sum())
