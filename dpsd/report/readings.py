@@ -289,3 +289,16 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
     if len(controls):
         lines += ["### Controls at the same budget and student", "", _table(controls), ""]
     return "\n".join(lines)
+
+
+def searched(rows: pd.DataFrame) -> dict[str, dict[str, object]]:
+    """Per seed method of a readings design: the faithful readings run, teachers, least seeds per run, and its
+    best faithful run's R3 (mean ± std, n): what a method's verdict sentence says was searched."""
+    out: dict[str, dict[str, object]] = {}
+    for method in DISCRIMINATOR_METHODS:
+        at = rows[rows["method"] == method]
+        if at.empty:
+            continue
+        best = best_faithful(at)
+        out[method] = {**search_counts(at), "best": DASH if best is None else f"{best['R3 (%)']}% (n = {best['Seeds']})"}
+    return out

@@ -97,7 +97,8 @@ def reference_rows(reference, feeds: dict, name: str):
 
 
 def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, reference, out: Path,
-                uri: str, scoreboard: Scoreboard | None = None, settings=None) -> site.Section:
+                uri: str, scoreboard: Scoreboard | None = None, settings=None,
+                searched: dict | None = None) -> site.Section:
     """One spec's table, figure and sample grids; returns its part of the index."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
@@ -143,7 +144,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         section.table_html = f'<details><summary>Setting vs paper</summary><pre>{html.escape(block)}</pre></details>' \
             + section.table_html
     if feeds.get("frontier") and len(groups):
-        _render_verdict(spec, groups, refs, table.scale_line, out, section)
+        _render_verdict(spec, groups, refs, table.scale_line, out, section, searched)
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
@@ -157,9 +158,11 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
 LADDER_PAGE = "results/ladder.md"  # the page README's verdict links a method's section on
 
 
-def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, section: site.Section) -> None:
-    """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG) and the verdict table, kept as the
-    section's ``verdict`` block for ``--readme``."""
+def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, section: site.Section,
+                    searched: dict | None = None) -> None:
+    """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG), the verdict table and one verdict
+    sentence per method (``searched``: what the readings specs covered), kept as the section's ``verdict``
+    block for ``--readme``."""
     caption = (f"{spec.feeds.get('title', spec.name)}; {scale_line}. Points: mean over seeds (error bars: sample "
                f"std); ∞ at the right edge: a release no mechanism covers, or no privacy.")
     paths = verdict.save_frontier(verdict.frontier_figure(groups, refs, caption), out / "figures",
@@ -168,11 +171,14 @@ def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, sectio
     section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
     rows = verdict.verdict_rows(refs, groups, LADDER_PAGE)
     table = verdict.verdict_markdown(rows, "the runs archived in results/runs.csv")
-    section.verdict = "\n".join([f"*{scale_line}.*", "", table, "",
+    sentences = ["Per method, from the same runs and the readings search at R3 "
+                 "([results/readings.md](results/readings.md)):", "", *verdict.method_verdicts(refs, groups, searched)]
+    section.verdict = "\n".join([f"*{scale_line}.*", "", table, "", *sentences, "",
                                   f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
     page_rows = verdict.verdict_rows(refs, groups, Path(LADDER_PAGE).name)  # the page lies beside the ladder's
     section.markdown = "\n".join([section.markdown, "### Verdict per paper row", "",
                                    verdict.verdict_markdown(page_rows, "the runs archived in results/runs.csv"), "",
+                                   "### Verdict per method", "", *verdict.method_verdicts(refs, groups, searched), "",
                                    f"![The privacy–accuracy frontier](figures/{paths[0].name})", ""])
 
 
@@ -246,7 +252,10 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     out = Path(out)
     scoreboard = Scoreboard()
     settings = load_settings()
-    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings) for spec in loaded]
+    searched = (readings_searched(Path(specs[0]).parent, overrides, runs)
+                if any(spec.feeds.get("frontier") for spec in loaded) else {})
+    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings, searched)
+                for spec in loaded]
     read = f"{uri}" + (f" or {archive}" if archive is not None and archive.exists() else "")
     for spec, section in zip(loaded, sections):
         if not section.finished:
@@ -273,6 +282,20 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
         verdict.splice(Path(readme), blocks[0])
     board = scoreboard.html(scale, {section.name for section in sections})
     return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections, board))
+
+
+def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
+    """What the readings specs in ``specs_dir`` (``feeds.kind: readings``, run at their own budget) covered per
+    seed method, for the verdict sentences (:func:`dpsd.report.readings.searched`); empty where none has run."""
+    rows = []
+    for path in sorted(Path(specs_dir).glob("*.yaml")):
+        spec = load_spec(path)
+        if spec.feeds.get("kind") != "readings":
+            continue
+        pairs = expand_configs(spec, "smoke", list(overrides))
+        frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs)
+        rows.append(readings.seed_rows(frame))
+    return readings.searched(pd.concat(rows, ignore_index=True)) if rows else {}
 
 
 def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site.Section], title: str) -> Path:

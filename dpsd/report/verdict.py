@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, panel_title, panels
-from dpsd.report.scoreboard import row_outcome
+from dpsd.report.scoreboard import MIN_SEEDS, row_outcome
 from dpsd.report.tables import DASH, fmt_eps, fmt_target, matching_groups, reproduced_text
 from dpsd.version import is_current
 
@@ -100,6 +100,56 @@ def verdict_markdown(rows: pd.DataFrame, source: str) -> str:
               "(docs/reproducing.md), to re-run with --rerun-stale. ε rigorous: a standard accountant over every teacher query, "
               "under the relation named (docs/privacy.md); ∞: a release no mechanism covers."]
     return "\n".join(lines)
+
+
+def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str, dict] | None = None) -> list[str]:
+    """One sentence per paper method and privacy mode (issue 34 item 7), from the runs: "reproduces" where a
+    row is met within 2 points (or exceeded) with at least two seeds; "does not reproduce under any of N faithful
+    readings x M teachers x S seeds" with its best number where every seeded row falls short (``searched``:
+    :func:`dpsd.report.readings.searched`, the readings factorial at R3; without it, the harness's one reading);
+    "one seed so far" where no row has two seeds; "not run" where nothing ran."""
+    found: dict[tuple[str, str], list] = {}
+    for _, ref in refs.iterrows():
+        if not ref["method"] or math.isnan(ref["value_number"]) or ref["epsilon_value"] is None \
+                or math.isnan(ref["epsilon_value"]):
+            continue
+        outcome, difference = row_outcome(ref, groups)
+        run = matching_groups(ref, groups)
+        run = run[run["status"] == RUN]
+        seeded = run[run["seeds"] >= MIN_SEEDS]
+        pool = seeded if len(seeded) else run
+        group = pool.loc[pool["accuracy"].idxmax()] if len(pool) else None
+        mode = group["config"].privacy.mode if group is not None else ""
+        found.setdefault((ref["method"], mode), []).append((ref, outcome, difference, group))
+    sentences = []
+    for (method, mode), items in found.items():
+        name = f"{method} ({mode})" if mode and mode != "none" else method
+
+        def said(item) -> str:
+            ref, _, _, group = item
+            ours = reproduced_text(group, ref["metric"]) if group is not None else DASH
+            seeds = group["seeds"] if group is not None else 0
+            return f"{ours}% (n = {seeds}) at ε claimed {fmt_target(ref['epsilon_value'], '∞')} against the paper's {ref['value']}%"
+
+        outcomes = [item[1] for item in items]
+        met = [item for item in items if item[1] in ("within 2 points", "above")]
+        short = [item for item in items if item[1] == "short"]
+        if met:
+            text = f"reproduces ({WORDS[met[0][1]]}): {said(met[0])}"
+        elif short:
+            closest = max(short, key=lambda item: item[2])
+            search = (searched or {}).get(method)
+            coverage = (f"{search['readings']} faithful readings × {search['teachers']} teachers × {search['seeds']} seeds"
+                        if search else "the harness's one reading × 1 teacher")
+            text = f"does not reproduce under any of {coverage}; closest {said(closest)}"
+            if search:
+                text += f"; without privacy (R3) its best faithful reading reaches {search['best']}"
+        elif "one seed" in outcomes:
+            text = f"one seed so far, no verdict: {said(next(i for i in items if i[1] == 'one seed'))}"
+        else:
+            text = "not run"
+        sentences.append(f"- **{name}**: {text}.")
+    return sentences
 
 
 def _x(value: float, infinity: float) -> float:

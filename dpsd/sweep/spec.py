@@ -41,6 +41,7 @@ _ADDED_AT_HISTORICAL_VALUE = {
     ("model", "generator", "output"): "tanh",
     ("model", "generator", "block_bn_eps"): 1e-5,
     ("method", "dkd_temperature"): 4.0,
+    ("method", "update_order"): "student_first",  # DPSD's loop (issue 34); DAFL's own values are joint | sequential
 }
 # ``method.dkd_temperature`` (issue 34) came with a change of what ``distillation_loss=dkd`` computes (Eq. (2) as
 # printed before, Zhao et al.'s DKD since). A change of what code computes is what staleness is for: the cells keep
