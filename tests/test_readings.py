@@ -10,7 +10,7 @@ from dpsd.report.readings import FAITHFUL, REPAIR, SWITCHES, chosen_defaults, ma
 
 DEFAULTS = {"latents": "trainable", "student steps": "1", "L_s in the generator's loss": "minimize",
             "learning rates": "student 0.001", "update order": "student_first", "generator output": "tanh",
-            "teacher": "small_cnn, minus_one_one"}
+            "teacher": "small_cnn, [-1, 1]"}
 
 
 def rows(runs, method="dpsd"):
@@ -65,5 +65,5 @@ def test_seed_rows_read_each_switch_from_the_resolved_config():
     out = seed_rows(frame)
     assert dict(out.iloc[0][list(DEFAULTS)]) == DEFAULTS
     assert out.iloc[1]["latents"] == "resample" and out.iloc[1]["learning rates"] == "paper"
-    assert out.iloc[1]["teacher"] == "lenet5, mean_std" and out.iloc[1]["generator output"] == "tanh_batchnorm"
+    assert out.iloc[1]["teacher"] == "lenet5, mean/std" and out.iloc[1]["generator output"] == "tanh_batchnorm"
     assert readings.SWITCHES[3].reading("paper").kind == FAITHFUL and not math.isnan(out["accuracy"].sum())

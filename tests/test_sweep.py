@@ -82,6 +82,17 @@ def test_expand_cells_grid_explicit_seeds_and_smoke(tmp_path):
     assert paper[0].compose().scale.name == "paper" and paper[0].config_hash != cells[0].config_hash
 
 
+def test_seeds_n_runs_every_cell_at_seeds_0_to_n_minus_1_in_place_of_the_specs_list(tmp_path):
+    path = write_spec(tmp_path, "seeded", grid={"privacy.epsilon": [1, 10]}, seeds=[5])
+    overrides = [f"results_dir={tmp_path / 'results'}", "tracking.uri=null"]
+    summary = run_sweep(path, "smoke", overrides, dry_run=True, seeds=3)
+    assert summary["to_run"] == [f"privacy.epsilon={e} seed={s}" for e in (1, 10) for s in (0, 1, 2)]
+    assert run_sweep(path, "smoke", overrides, dry_run=True)["to_run"] == ["privacy.epsilon=1 seed=5",
+                                                                           "privacy.epsilon=10 seed=5"]
+    with pytest.raises(ConfigError, match="--seeds must be a positive number"):
+        run_sweep(path, "smoke", overrides, dry_run=True, seeds=0)
+
+
 def test_shared_smoke_list_yields_to_what_a_spec_varies(tmp_path):
     """common/smoke.yaml beside the specs applies at smoke scale only, less the keys a spec's cells
     vary or its own smoke list sets; the spec's own list comes last."""

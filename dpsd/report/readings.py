@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 
 from dpsd.report.cells import RUN
 from dpsd.report.tables import DASH
+from dpsd.report.verdict import teacher_text
 
 FAITHFUL, REPAIR, SUBSTITUTE = "faithful", "repair (not in the paper)", "substitute (the paper's ResNet-34 not run)"
 TIE = 2.0  # points: level means closer than this are a tie, which goes to the literal reading
@@ -50,11 +51,6 @@ class Switch:
             if reading.value == value:
                 return reading
         return Reading(value, "not classified", "")
-
-
-def _teacher(cfg: DictConfig) -> str:
-    normalization = cfg.model.teacher.get("input", {}).get("normalization", "minus_one_one")
-    return f"{cfg.model.teacher.arch}, {normalization}"
 
 
 def _rates(cfg: DictConfig) -> str:
@@ -97,10 +93,10 @@ SWITCHES: tuple[Switch, ...] = (
         Reading("tanh_batchnorm", FAITHFUL, "DAFL [11]'s generator, whose losses Eq. (8) takes (l.84 "
                 '"[11, 28]"), ends in an affine-free BatchNorm'),
     )),
-    Switch("teacher", "model/teacher", _teacher, (
-        Reading("small_cnn, minus_one_one", SUBSTITUTE, 'l.155 "ResNet34 as teacher": the harness\'s small CNN, '
+    Switch("teacher", "model/teacher", teacher_text, (
+        Reading("small_cnn, [-1, 1]", SUBSTITUTE, 'l.155 "ResNet34 as teacher": the harness\'s small CNN, '
                 "pixels in [-1, 1]"),
-        Reading("lenet5, mean_std", SUBSTITUTE, "l.155 \"ResNet34 as teacher\": DAFL's LeNet-5, MNIST mean/std, 32 px"),
+        Reading("lenet5, mean/std", SUBSTITUTE, "l.155 \"ResNet34 as teacher\": DAFL's LeNet-5, MNIST mean/std, 32 px"),
     )),
 )
 

@@ -175,7 +175,8 @@ def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, sectio
                  "([results/readings.md](results/readings.md)):", "", *verdict.method_verdicts(refs, groups, searched)]
     section.verdict = "\n".join([f"*{scale_line}.*", "", table, "", *sentences, "",
                                   f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
-    page_rows = verdict.verdict_rows(refs, groups, Path(LADDER_PAGE).name)  # the page lies beside the ladder's
+    page_rows = rows.assign(Section=rows["Section"].str.replace(f"]({LADDER_PAGE}", f"]({Path(LADDER_PAGE).name}",
+                                                                 regex=False))  # the page lies beside the ladder's
     section.markdown = "\n".join([section.markdown, "### Verdict per paper row", "",
                                    verdict.verdict_markdown(page_rows, "the runs archived in results/runs.csv"), "",
                                    "### Verdict per method", "", *verdict.method_verdicts(refs, groups, searched), "",

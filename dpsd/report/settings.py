@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
+from dpsd.input_space import normalization_words
 from dpsd.report.cells import RUN
 from dpsd.report.tables import DASH
 
@@ -20,7 +21,6 @@ DEFAULT_SETTINGS = Path("results/reference/settings.csv")
 KEYS = ("teacher", "student", "generator", "iterations", "batch_size", "student_optimizer", "generator_optimizer",
         "image_size", "normalization", "epsilon_delta", "noise", "hardware")
 STAGED = ("dp_dfd",)  # methods that train in stages of samples (DP-DFD Alg. 1) rather than iterations
-NORMALISATION = {"minus_one_one": "pixels in [-1, 1]", "mean_std": "the dataset's published mean and std"}
 
 
 def load_settings(path: Path = DEFAULT_SETTINGS) -> pd.DataFrame:
@@ -64,8 +64,7 @@ def ours(cfg, key: str) -> str:
     if key == "image_size":
         return str(_get(cfg, "model.teacher.input.image_size") or "the dataset's own (28 on MNIST)")
     if key == "normalization":
-        value = _get(cfg, "model.teacher.input.normalization") or "minus_one_one"
-        return NORMALISATION.get(value, value)
+        return normalization_words(_get(cfg, "model.teacher.input.normalization"), long=True)
     if key == "epsilon_delta":
         if cfg.privacy.mode == "none":
             return "non-private"

@@ -23,6 +23,7 @@ from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, panel_title, panels
 from dpsd.report.scoreboard import MIN_SEEDS, row_outcome
 from dpsd.report.tables import DASH, fmt_eps, fmt_target, matching_groups, reproduced_text
+from dpsd.input_space import normalization_words
 from dpsd.version import is_current
 
 BEGIN, END = "<!-- verdict -->", "<!-- /verdict -->"
@@ -30,14 +31,12 @@ WORDS = {"within 2 points": "reproduces", "above": "exceeds", "short": "short", 
          "not run": "not run", "data absent": "data absent"}
 COLUMNS = ("Method", "Paper table", "ε (paper)", "Paper", "Ours (%)", "n", "ε claimed", "ε rigorous (relation)",
            "Teacher", "Verdict", "Section")
-NORMALISATION = {"minus_one_one": "[-1, 1]", "mean_std": "mean/std"}
 
 
 def teacher_text(cfg) -> str:
     """The teacher a cell used: its architecture and input convention (``small_cnn, [-1, 1]``)."""
     teacher = cfg.model.teacher
-    normalisation = teacher.get("input", {}).get("normalization", "minus_one_one")
-    return f"{teacher.arch}, {NORMALISATION.get(normalisation, normalisation)}"
+    return f"{teacher.arch}, {normalization_words(teacher.get('input', {}).get('normalization'))}"
 
 
 def anchor(heading: str) -> str:
