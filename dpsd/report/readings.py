@@ -127,6 +127,10 @@ def varied(rows: pd.DataFrame) -> list[Switch]:
     return [s for s in SWITCHES if rows[s.name].nunique() > 1]
 
 
+EFFECT_COLUMNS = ["Switch", "Config", "Value", "Reading", "Paper's words", "R3 (%)", "Runs × seeds", "Effect (points)",
+                  "_mean", "_literal", "_kind"]
+
+
 def main_effects(rows: pd.DataFrame) -> pd.DataFrame:
     """Per varied switch and value: mean ± sample std of R3 over the cells (runs x seeds) at that value, the
     runs and cells it rests on, and the effect: the value's mean minus the switch's first value's."""
@@ -143,7 +147,7 @@ def main_effects(rows: pd.DataFrame) -> pd.DataFrame:
                         "Runs × seeds": f"{at['group'].nunique()} × {at.groupby('group').size().max()}",
                         "Effect (points)": DASH if value == values[0] else f"{at['accuracy'].mean() - base:+.2f}",
                         "_mean": at["accuracy"].mean(), "_literal": reading.literal, "_kind": reading.kind})
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=EFFECT_COLUMNS)
 
 
 def run_table(rows: pd.DataFrame) -> pd.DataFrame:
