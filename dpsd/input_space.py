@@ -20,16 +20,6 @@ from dataclasses import dataclass
 from dpsd.errors import ConfigError
 
 NORMALIZATIONS = ("minus_one_one", "mean_std")
-NORMALIZATION_WORDS = {  # each convention's short name (tables) and its words (settings blocks)
-    "minus_one_one": ("[-1, 1]", "pixels in [-1, 1]"),
-    "mean_std": ("mean/std", "the dataset's published mean and std"),
-}
-
-
-def normalization_words(normalization: str | None, long: bool = False) -> str:
-    """How a report names a teacher's input convention (``None``: the harness's first, ``minus_one_one``)."""
-    name = normalization or "minus_one_one"
-    return NORMALIZATION_WORDS[name][int(long)] if name in NORMALIZATION_WORDS else name
 
 PUBLISHED_STATISTICS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
     # dataset: (per-channel mean, per-channel std) of pixels in [0, 1], as their sources publish them

@@ -13,9 +13,8 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from dpsd.input_space import normalization_words
 from dpsd.report.cells import RUN
-from dpsd.report.tables import DASH
+from dpsd.report.tables import DASH, normalization_words
 
 DEFAULT_SETTINGS = Path("results/reference/settings.csv")
 KEYS = ("teacher", "student", "generator", "iterations", "batch_size", "student_optimizer", "generator_optimizer",

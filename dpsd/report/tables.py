@@ -61,6 +61,18 @@ def fmt_number(value: float, digits: int = 2) -> str:
     return DASH if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
+NORMALIZATION_WORDS = {  # each input convention's (dpsd/input_space.py) short name (tables) and its words (settings blocks)
+    "minus_one_one": ("[-1, 1]", "pixels in [-1, 1]"),
+    "mean_std": ("mean/std", "the dataset's published mean and std"),
+}
+
+
+def normalization_words(normalization: str | None, long: bool = False) -> str:
+    """How a report names a teacher's input convention (``None``: the harness's first, ``minus_one_one``)."""
+    name = normalization or "minus_one_one"
+    return NORMALIZATION_WORDS[name][int(long)] if name in NORMALIZATION_WORDS else name
+
+
 def fmt_eps(value: float | None, infinity: str = "∞") -> str:
     """Epsilons with four significant digits; infinite is ``infinity`` (no privacy guarantee)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):

@@ -22,8 +22,7 @@ from matplotlib.figure import Figure
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, panel_title, panels
 from dpsd.report.scoreboard import MIN_SEEDS, row_outcome
-from dpsd.report.tables import DASH, fmt_eps, fmt_target, matching_groups, reproduced_text
-from dpsd.input_space import normalization_words
+from dpsd.report.tables import DASH, fmt_eps, fmt_target, matching_groups, normalization_words, reproduced_text
 from dpsd.version import is_current
 
 BEGIN, END = "<!-- verdict -->", "<!-- /verdict -->"
