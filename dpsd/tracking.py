@@ -199,7 +199,7 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) 
 
     experiment_id = ensure_experiment(store)
     client = MlflowClient(tracking_uri(store))
-    tags = {**(tags or {}), **dict(cfg.tracking.get("tags") or {})}
+    tags = {"hardware": hardware_text(), **(tags or {}), **dict(cfg.tracking.get("tags") or {})}
     parent = cfg.tracking.get("parent_run_id")
     if parent:
         tags["mlflow.parentRunId"] = parent  # a plain tag: a fallback store does not hold the parent
@@ -224,6 +224,22 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) 
         client.log_artifacts(run_id, str(folder))
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def hardware_text() -> str:
+    """The machine a run ran on, as its ``hardware`` tag: CPU model and logical cores, torch's intra-op threads,
+    and the GPU (``no GPU``), so a table's wall minutes say where they were measured."""
+    import os
+    import platform
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads, {gpu}"
 
 
 def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:

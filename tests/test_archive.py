@@ -25,6 +25,13 @@ def test_the_archive_keeps_older_runs_flagged_superseded_and_the_cells_overrides
     assert dict(zip(raw["run_id"], raw["overrides"]))["old"] == "dataset=mnist method=dpsd seed=0"
     current = latest_per_cell(read_archive(path))
     assert current.loc["h1", "accuracy"] == 80.0 and len(current) == 2  # tables read only the current run
+    # the machine a run recorded survives the archive; an archive written before the column reads as ""
+    runs.loc[runs["run_id"] == "new", "hardware"] = "AMD EPYC, 2 logical cores, 1 torch threads, no GPU"
+    assert latest_per_cell(read_archive(write_archive(runs, tmp_path / "machines.csv"))).loc["h1", "hardware"] \
+        == "AMD EPYC, 2 logical cores, 1 torch threads, no GPU"
+    older = tmp_path / "older.csv"
+    pd.read_csv(path, keep_default_na=False).drop(columns=["hardware"]).to_csv(older, index=False)
+    assert set(read_archive(older)["hardware"]) == {""}
     # rewriting without the overrides keeps those the archive held
     write_archive(read_archive(path), path)
     assert pd.read_csv(path, keep_default_na=False)["overrides"].tolist().count("dataset=mnist method=dpsd seed=0") == 2

@@ -63,6 +63,7 @@ def test_a_baseline_run_is_recorded_in_mlflow(results_dir):
     assert list(runs["run_id"]) == [summary["run_id"]]
     assert runs.iloc[0]["tags.method"] == "teacher"
     assert runs.iloc[0]["tags.eps_rigorous"] == "inf"
+    assert "logical cores" in runs.iloc[0]["tags.hardware"] and "torch threads" in runs.iloc[0]["tags.hardware"]
 
 
 def test_a_label_dp_adapter_that_trains_on_the_private_images_without_saying_so_is_refused(results_dir, monkeypatch):

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_block_quotes_the_paper_with_its_source_and_reads_ours_from_the_config():
     dpsd = compose(["dataset=mnist", "method=dpsd", "privacy=data", "++method.stages=20"])
     dp_dfd = compose(["dataset=mnist", "method=dp_dfd", "privacy=label"])
-    groups = pd.DataFrame([{"method": "dpsd", "dataset": "mnist", "config": dpsd, "status": "run", "metrics.time_total_s": 120.0},
+    groups = pd.DataFrame([{"method": "dpsd", "dataset": "mnist", "config": dpsd, "status": "run", "metrics.time_total_s": 120.0,
+                            "hardware": "AMD EPYC, 2 logical cores, 1 torch threads, no GPU | NVIDIA H100"},
                            {"method": "dp_dfd", "dataset": "mnist", "config": dp_dfd, "status": "run", "metrics.time_total_s": 60.0},
                            {"method": "dpsd", "dataset": "digits", "config": compose(["method=dpsd"]), "status": "run",
                             "metrics.time_total_s": 600.0}])
@@ -28,6 +29,7 @@ def test_the_block_quotes_the_paper_with_its_source_and_reads_ours_from_the_conf
     assert "20 stages" not in block  # a spec-wide ++method.stages does not make DPSD a staged method
     assert '[1] `paper.txt:155 "batch size b=256"`' in block
     assert "| wall minutes a cell | — | 2.0 (mean of 1 cell groups' runs) |" in block  # the digits cell is not MNIST
+    assert "| hardware | not stated | AMD EPYC, 2 logical cores, 1 torch threads, no GPU / NVIDIA H100 |" in block
     assert "dp_dfd" not in block  # the settings file names no DP-DFD row here: no block for it
     assert ours(dp_dfd, "iterations") == f"{dp_dfd.method.stages} stages"
 

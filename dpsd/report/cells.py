@@ -18,8 +18,9 @@ from dpsd.sweep.spec import group_label
 
 NOT_RUN, DATA_ABSENT, RUN = "not run", "data absent", "run"
 FIGURES = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
-WORDS = ("neighbouring", "code_version")
+WORDS = ("neighbouring", "code_version", "hardware")
 """A run's words a report shows beside its figures."""
+SEPARATORS = {"hardware": " | "}  # between a group's distinct values (a machine's words hold spaces); else a space
 
 
 def override_map(overrides: Sequence[str]) -> dict[str, str]:
@@ -85,6 +86,6 @@ def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
             row[name] = _mean(done[name]) if len(done) else math.nan
         row["accuracy_std"] = _std(done["accuracy"]) if len(done) and "accuracy" in done else math.nan
         for name in WORDS:  # the seeds' distinct values, e.g. two code versions
-            row[name] = " ".join(sorted({str(v) for v in done.get(name, []) if v})) if len(done) else ""
+            row[name] = SEPARATORS.get(name, " ").join(sorted({str(v) for v in done.get(name, []) if v})) if len(done) else ""
         groups.append(row)
     return pd.DataFrame(groups).sort_values("order").reset_index(drop=True) if groups else pd.DataFrame()

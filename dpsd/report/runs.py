@@ -28,6 +28,7 @@ RUN_COLUMNS = ("config_hash", "run_id", "status", "cell_status", "sweep", "cell"
                "neighbouring", "code_version")
 FLOAT_COLUMNS = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
 HISTORY_COLUMNS = ("superseded", "overrides")  # written by write_archive; absent from archives written before
+OPTIONAL_COLUMNS = ("hardware",)  # the run's machine (dpsd.tracking.hardware_text); "" for runs recorded before
 
 
 def _float(value: object) -> float:
@@ -78,6 +79,7 @@ def normalise(raw: pd.DataFrame) -> pd.DataFrame:
         # the method's code version (dpsd.version.method_code_version); a run recorded before that tag
         # shows the whole tree's, never current
         "code_version": _column(runs, "tags.method_code_version").fillna(_column(runs, "tags.code_version")).fillna(""),
+        "hardware": _column(runs, "tags.hardware").fillna(""),
     })
     for name in runs.columns:
         if name.startswith("metrics."):
@@ -112,6 +114,8 @@ def read_archive(path: Path) -> pd.DataFrame:
         raise ValueError(f"{path}: not a runs archive (no column {', '.join(missing)}); dpsd report --archive writes one")
     frame["start_time"] = pd.to_datetime(frame["start_time"], utc=True, format="ISO8601")
     frame = frame.drop(columns=[c for c in HISTORY_COLUMNS if c in frame.columns])  # recomputed on every write
+    for name in OPTIONAL_COLUMNS:
+        frame[name] = frame[name] if name in frame.columns else ""
     for name in [*FLOAT_COLUMNS, *(c for c in frame.columns if c.startswith("metrics."))]:
         frame[name] = pd.to_numeric(frame[name], errors="coerce")
     return frame
@@ -131,7 +135,9 @@ def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | No
     frame = frame.assign(superseded=~frame["run_id"].isin(current),
                          overrides=frame["config_hash"].map(lambda h: known.get(h, "")))
     frame = frame.sort_values(["config_hash", "start_time", "run_id"])
-    frame = frame[[*RUN_COLUMNS, *HISTORY_COLUMNS, *sorted(c for c in frame.columns if c.startswith("metrics."))]]
+    frame = frame.assign(**{name: frame[name] if name in frame.columns else "" for name in OPTIONAL_COLUMNS})
+    frame = frame[[*RUN_COLUMNS, *OPTIONAL_COLUMNS, *HISTORY_COLUMNS,
+                   *sorted(c for c in frame.columns if c.startswith("metrics."))]]
     frame.assign(start_time=frame["start_time"].map(lambda t: t.isoformat())).to_csv(path, index=False)
     return path
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from dpsd.report.cells import RUN
+from dpsd.report.cells import RUN, SEPARATORS
 from dpsd.report.tables import DASH, normalization_words
 
 DEFAULT_SETTINGS = Path("results/reference/settings.csv")
@@ -75,9 +75,14 @@ def ours(cfg, key: str) -> str:
         if cfg.privacy.mode == "label":
             return _join(f"k {cfg.privacy.k}", f"calibrate {cfg.privacy.calibrate}")
         return DASH
-    if key == "hardware":
-        return "not recorded by the runs (docs/reproducing.md names each sweep's machine)"
     raise KeyError(key)
+
+
+def hardware(groups: pd.DataFrame) -> str:
+    """The machines the groups' runs recorded (their ``hardware`` tag), or why there is none."""
+    machines = dict.fromkeys(m for words in groups.get("hardware", pd.Series(dtype=str)).fillna("")
+                             for m in str(words).split(SEPARATORS["hardware"]) if m)
+    return " / ".join(machines) or "not recorded by these runs (before the hardware tag; docs/reproducing.md names each sweep's machine)"
 
 
 def settings_block(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = "mnist") -> str:
@@ -102,7 +107,8 @@ def settings_block(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = 
                 if row["source"] not in sources:
                     sources.append(row["source"])
                 paper.append(f"{row['value']} [{sources.index(row['source']) + 1}]")
-            values = " / ".join(dict.fromkeys(ours(cfg, key) for cfg in mine["config"]))
+            values = (hardware(mine) if key == "hardware"
+                      else " / ".join(dict.fromkeys(ours(cfg, key) for cfg in mine["config"])))
             cells = [key.replace("_", " "), "; ".join(paper) or "not stated", values]
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
         done = mine[mine["status"] == RUN]
