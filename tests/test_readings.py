@@ -67,3 +67,13 @@ def test_seed_rows_read_each_switch_from_the_resolved_config():
     assert out.iloc[1]["latents"] == "resample" and out.iloc[1]["learning rates"] == "paper"
     assert out.iloc[1]["teacher"] == "lenet5, mean/std" and out.iloc[1]["generator output"] == "tanh_batchnorm"
     assert readings.SWITCHES[3].reading("paper").kind == FAITHFUL and not math.isnan(out["accuracy"].sum())
+
+
+def test_one_switch_at_a_time_reads_each_flip_against_the_centre_over_the_seeds_both_ran():
+    frame = rows([({"latents": "resample"}, [80.0, 84.0]), ({"latents": "resample", "student steps": "5"}, [90.0]),
+                  ({}, [10.0, 12.0, 14.0])])
+    table = readings.centre_table(frame).set_index("Flipped")
+    assert table.loc["none (the centre)", "R3 (%)"] == "82.00 ± 2.83"
+    assert table.loc["student steps", "Value"] == "5" and table.loc["student steps", "Reading"] == REPAIR
+    assert table.loc["student steps", "Change (points)"] == "+10.00"  # seed 0 only: 90 - 80
+    assert table.loc["latents", "Change (points)"] == "-71.00"  # seeds 0-1: 11 - 82

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from dpsd.report.cells import RUN
+from dpsd.report.scoreboard import MIN_SEEDS
 from dpsd.report.tables import DASH
 from dpsd.report.verdict import teacher_text
 
@@ -53,24 +54,30 @@ class Switch:
         return Reading(value, "not classified", "")
 
 
+def _select(cfg: DictConfig, key: str) -> str:
+    """A switch's value in a config, or the dash where the method has no such switch (a control, e.g. DAFL)."""
+    value = OmegaConf.select(cfg, key, default=None)
+    return DASH if value is None else str(value)
+
+
 def _rates(cfg: DictConfig) -> str:
     return "paper" if math.isclose(float(cfg.method.student_lr), 0.1) else f"student {float(cfg.method.student_lr):g}"
 
 
 SWITCHES: tuple[Switch, ...] = (
-    Switch("latents", "method.latents", lambda c: str(c.method.latents), (
+    Switch("latents", "method.latents", lambda c: _select(c, "method.latents"), (
         Reading("trainable", FAITHFUL, 'l.95 Alg. 1 line 1 "generate a batch of random vectors Z(0)", l.100 line 6 '
                 '"and the random vectors with z_i(t+1) = z_i(t) - gamma_g ..."', literal=True),
         Reading("resample", FAITHFUL, 'l.49 "This step samples b Gaussian noise vectors {z_i} and feeds them into '
                 'Phi_g"; l.28 Fig. 2 "generates synthetic data from random vectors z under Gaussian distribution"'),
     )),
-    Switch("student steps", "method.student_steps", lambda c: str(int(c.method.student_steps)), (
+    Switch("student steps", "method.student_steps", lambda c: _select(c, "method.student_steps"), (
         Reading("1", FAITHFUL, 'l.99 Alg. 1 line 5 "update the student with w_s(t+1) = w_s(t) - gamma_s dL_s/dw_s"',
                 literal=True),
         Reading("5", REPAIR, "none: Alg. 1 updates the student once an iteration (DFAD's five steps a round)"),
     )),
     Switch("L_s in the generator's loss", "method.generator_loss.student_loss",
-           lambda c: str(c.method.generator_loss.student_loss), (
+           lambda c: _select(c, "method.generator_loss.student_loss"), (
         Reading("minimize", FAITHFUL, 'l.100 Alg. 1 line 6 "update the generator with w_g(t+1) = w_g(t) - gamma_g '
                 'd(L_s + L_g)/dw_g"', literal=True),
         Reading("maximize", FAITHFUL, 'l.84 "we can treat the student as a discriminator variant and enable generator '
@@ -83,12 +90,12 @@ SWITCHES: tuple[Switch, ...] = (
         Reading("student 0.001", FAITHFUL, 'l.62 "where gamma_s is the learning rate" of Eq. (3): gamma_s read as the '
                 "output step only; the weights' Adam rate unstated (Adam's default 1e-3)"),
     )),
-    Switch("update order", "method.update_order", lambda c: str(c.method.update_order), (
+    Switch("update order", "method.update_order", lambda c: _select(c, "method.update_order"), (
         Reading("student_first", FAITHFUL, "l.99-100 Alg. 1 lines 5-6: the student, then the generator", literal=True),
         Reading("generator_first", FAITHFUL, 'l.92 "we update the generator as well as its inputs with L_s + L_g and '
                 'sample data with the trained inputs to update the student with L_s"'),
     )),
-    Switch("generator output", "model.generator.output", lambda c: str(c.model.generator.get("output", "tanh")), (
+    Switch("generator output", "model.generator.output", lambda c: _select(c, "model.generator.output"), (
         Reading("tanh", FAITHFUL, "the paper does not describe its generator; tanh ends DCGAN's", literal=True),
         Reading("tanh_batchnorm", FAITHFUL, "DAFL [11]'s generator, whose losses Eq. (8) takes (l.84 "
                 '"[11, 28]"), ends in an affine-free BatchNorm'),
@@ -110,8 +117,8 @@ def seed_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per finished seed of a readings spec: method, group, seed, accuracy and each switch's value."""
     done = frame[frame["status"] == RUN]
     rows = [{"method": row["method"], "group": row["group"], "seed": row["seed"], "accuracy": row["accuracy"],
-             **switch_values(row["config"])} for _, row in done.iterrows()]
-    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", *(s.name for s in SWITCHES)])
+             "config_hash": row.get("config_hash", ""), **switch_values(row["config"])} for _, row in done.iterrows()]
+    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "config_hash", *(s.name for s in SWITCHES)])
 
 
 def _mean_std(values: pd.Series) -> str:
@@ -246,6 +253,30 @@ def effects_figure(rows: pd.DataFrame, caption: str, path) -> "Path":
     return path
 
 
+def centre_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """A one-switch-at-a-time design: the centre (the first group) and, per other group, the switch it flips,
+    its value and reading, R3 mean ± std over its seeds, and its change against the centre over the seeds both
+    ran (no alias: nothing else differs)."""
+    order = list(dict.fromkeys(rows["group"]))
+    centre = rows[rows["group"] == order[0]]
+    values = centre.iloc[0]
+    out = [{"Flipped": "none (the centre)", "Value": DASH, "Reading": DASH, "R3 (%)": _mean_std(centre["accuracy"]),
+            "Seeds": len(centre), "Change (points)": DASH}]
+    for group in order[1:]:
+        at = rows[rows["group"] == group]
+        first = at.iloc[0]
+        changed = [switch for switch in SWITCHES if first[switch.name] != values[switch.name]]
+        common = set(at["seed"]) & set(centre["seed"])
+        change = (at[at["seed"].isin(common)]["accuracy"].mean() - centre[centre["seed"].isin(common)]["accuracy"].mean()
+                  if common else math.nan)
+        out.append({"Flipped": ", ".join(switch.name for switch in changed) or "none",
+                    "Value": ", ".join(str(first[switch.name]) for switch in changed) or DASH,
+                    "Reading": ", ".join(switch.reading(first[switch.name]).kind for switch in changed) or DASH,
+                    "R3 (%)": _mean_std(at["accuracy"]), "Seeds": len(at),
+                    "Change (points)": DASH if math.isnan(change) else f"{change:+.2f}"})
+    return pd.DataFrame(out)
+
+
 def _table(frame: pd.DataFrame) -> str:
     from dpsd.report.ladder import markdown_table
 
@@ -260,29 +291,41 @@ def control_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["Method", "Teacher", "R3 (%)", "Seeds", "Per seed"])
 
 
-def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str | None) -> str:
-    """The readings page section: per method the main effects, the runs, the chosen defaults; then the
-    discriminator interaction and the controls (the methods that are not readings of DPSD)."""
+def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str | None,
+                      one_at_a_time: bool = False) -> str:
+    """The readings page section: per method the main effects, the runs, the chosen defaults (a fraction), or
+    the changes around the centre (``one_at_a_time``); then the discriminator interaction and the controls (the
+    methods that are not readings of DPSD)."""
     controls = control_table(rows[~rows["method"].isin(DISCRIMINATOR_METHODS)])
     rows = rows[rows["method"].isin(DISCRIMINATOR_METHODS)]
     lines = [f"## {title}", "", design, ""]
-    if figure:
+    if figure and not one_at_a_time:
         lines += [f"![Main effects of the readings]({figure})", ""]
     for method in dict.fromkeys(rows["method"]):
         at = rows[rows["method"] == method]
         if at.empty:
             continue
+        if one_at_a_time:
+            centre = at[at["group"] == at.iloc[0]["group"]].iloc[0]
+            lines += [f"### {method}: one switch at a time around the centre", "",
+                      "Centre: " + ", ".join(f"{s.name} = {centre[s.name]}" for s in SWITCHES) + ".", "",
+                      _table(centre_table(at)), ""]
+            continue
         effects = main_effects(at)
         counts = search_counts(at)
         best = best_faithful(at)
         chosen = chosen_defaults(effects)
+        seeds = int(at.groupby("group").size().min())
+        rule = ("Default by the rule (the faithful value with the best mean R3, ties within "
+                f"{TIE:g} points to the literal one): " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + "."
+                if seeds >= MIN_SEEDS else
+                f"Default by the rule: not chosen yet (a run here has {seeds} seed; the rule needs {MIN_SEEDS} on every "
+                f"run). With these runs it would read: " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + ".")
         lines += [f"### {method}: readings at R3", "",
                   f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
                   f"(over {counts['teachers']} teachers), at least {counts['seeds']} seeds each. "
                   + (f"Best faithful run: {best['R3 (%)']}% (n = {best['Seeds']})." if best is not None else ""), "",
-                  _table(effects), "", _table(run_table(at)), "",
-                  "Default by the rule (the faithful value with the best mean R3, ties within "
-                  f"{TIE:g} points to the literal one): " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + ".", ""]
+                  _table(effects), "", _table(run_table(at)), "", rule, ""]
     interactions = interaction_table(rows)
     if len(interactions):
         lines += ["### Each switch with the student or the teacher as discriminator", "", _table(interactions), ""]

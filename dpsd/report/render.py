@@ -207,11 +207,14 @@ def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: sit
     title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
     caption = f"{spec.feeds.get('title', spec.name)}: mean R3 at each value of each switch; {scale_line}."
     design = rows[rows["method"].isin(readings.DISCRIMINATOR_METHODS)]
-    png = readings.effects_figure(design, caption, out / "figures" / f"{spec.name}.png") if len(design) else None
+    one_at_a_time = spec.feeds.get("layout") == "one_at_a_time"
+    png = (readings.effects_figure(design, caption, out / "figures" / f"{spec.name}.png")
+           if len(design) and not one_at_a_time else None)
     if png is not None:
         section.figures.append((png.relative_to(out).as_posix(), caption))
     section.markdown = readings.readings_markdown(title, rows, str(spec.feeds.get("design", "")),
-                                                  png.relative_to(out).as_posix() if png is not None else None)
+                                                  png.relative_to(out).as_posix() if png is not None else None,
+                                                  one_at_a_time)
 
 
 def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section: site.Section) -> None:
@@ -296,7 +299,8 @@ def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
         pairs = expand_configs(spec, "smoke", list(overrides))
         frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs)
         rows.append(readings.seed_rows(frame))
-    return readings.searched(pd.concat(rows, ignore_index=True)) if rows else {}
+    # a run two designs share (the centre of a one-at-a-time design is a factorial cell) counts once
+    return readings.searched(pd.concat(rows, ignore_index=True).drop_duplicates(["config_hash", "seed"])) if rows else {}
 
 
 def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site.Section], title: str) -> Path:
