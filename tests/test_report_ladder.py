@@ -242,6 +242,8 @@ def test_report_command_takes_markdown(study, tmp_path, capsys):
     (["method=dpsd"], ""),
     (["method=dpsd", "method.distillation_loss=dkd_as_printed"], "distillation_loss=dkd_as_printed"),
     (["method=dpsd", "method.latents=resample"], ""),  # a reading of DPSD, not a variant
+    (["method=dpsd", "method.student_steps=5"], "student_steps=5"),  # a repair
+    (["method=dfkd"], ""),  # DFAD-style KD's own three steps
     (["method=fed_dpsd"], ""),
     (["method=fed_dpsd", "method.latents=trainable"], "latents=trainable"),
     (["method=fed_dpsd", "privacy=data", "method.top_k_in_data_mode=true"], "top_k_in_data_mode=True"),

@@ -47,6 +47,7 @@ COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Change (points)
 # methods it applies to (empty: every method that has the key).
 VARIANTS = (("privacy.rr_prior", "topk", ()), ("method.output_step_scale", "paper", ()), ("method.warm_start_steps", 0, ()),
             ("method.distillation_loss", "dkd", ("dpsd", "dpsd_t", "dpdfd", "fed_dpsd")),  # dkd_as_printed: Eq. (2)'s misprint
+            ("method.student_steps", 1, ("dpsd", "dpsd_t", "dpdfd", "fed_dpsd")),  # Alg. 1 line 5 updates the student once
             ("method.latents", "resample", ("fed_dpsd",)),  # trainable: DPSD's batch Z, not Alg. 2 line 3
             ("method.top_k_in_data_mode", False, ("fed_dpsd",)))  # true: M_k, which Alg. 2's Fed-FlexPer does not apply
 # Switches that swap or take out one part of a method's loop (the paper's own ablations, e.g. DGD's Fig. 7): a run
