@@ -74,3 +74,35 @@ def test_the_verdict_is_spliced_only_between_its_markers(tmp_path):
     page.write_text("# no markers\n")
     with pytest.raises(ValueError, match="no '<!-- verdict -->'"):
         splice(page, "new")
+
+
+def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges_one_seed():
+    import math
+
+    import pandas as pd
+
+    from dpsd.config import compose
+    from dpsd.report.verdict import method_verdicts
+
+    def ref(method, eps, value):
+        return {"paper": "dpsd", "table": "T", "row": method, "method": method, "dataset": "mnist", "epsilon": str(eps),
+                "epsilon_value": float(eps), "metric": "accuracy", "value": f"{value:.2f}", "value_number": value,
+                "note": "", "source": ""}
+
+    label = compose(["method=dpsd", "dataset=digits", "privacy=label"])
+    teacher = compose(["method=dpdfd", "dataset=digits"])
+
+    def group(method, eps, accuracy, seeds, cfg):
+        return {"method": method, "dataset": "mnist", "epsilon": float(eps), "status": "run", "accuracy": accuracy,
+                "accuracy_std": 1.0 if seeds > 1 else math.nan, "seeds": seeds, "overrides": {}, "config": cfg}
+
+    refs = pd.DataFrame([ref("dpsd", 1, 97.62), ref("dpdfd", 1, 95.12), ref("dp_dfd", 10, 98.56)])
+    groups = pd.DataFrame([group("dpsd", 1, 16.31, 3, label), group("dpdfd", 1, 96.0, 2, teacher),
+                           group("dp_dfd", 10, 98.0, 1, compose(["method=dp_dfd", "dataset=digits"]))])
+    searched = {"dpsd": {"readings": 5, "teachers": 2, "seeds": 1, "best": "20.64% (n = 1)"}}
+    sentences = method_verdicts(refs, groups, searched)
+    assert sentences[0].startswith("- **dpsd (label)**: does not reproduce under any of 5 faithful readings run on 2 "
+                                   "teachers (1 seed each); closest 16.31 ± 1.00% (n = 3)")
+    assert sentences[0].endswith("its best faithful reading reaches 20.64% (n = 1).")
+    assert "reproduces (reproduces)" not in sentences[1] and "**dpdfd (data)**: reproduces" in sentences[1]
+    assert "one seed so far, no verdict" in sentences[2]

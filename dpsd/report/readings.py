@@ -240,7 +240,7 @@ def effects_figure(rows: pd.DataFrame, caption: str, path) -> "Path":
             means = [at.loc[at[switch.name] == v, "accuracy"].mean() for v in values]
             stds = [at.loc[at[switch.name] == v, "accuracy"].std(ddof=1) for v in values]
             ax.errorbar(range(len(values)), means, yerr=stds, marker="o", capsize=3, label=method)
-        ax.set_xticks(range(len(values)), [v.replace(", ", "\n") for v in values], fontsize=7)
+        ax.set_xticks(range(len(values)), [v.replace(", ", "\n", 1) for v in values], fontsize=7)
         ax.set_title(switch.name, fontsize=8)
         ax.set_xlim(-0.5, len(values) - 0.5)
         ax.grid(axis="y", alpha=0.3)

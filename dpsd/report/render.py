@@ -205,7 +205,8 @@ def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: sit
     """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings`) and the main-effects plot."""
     rows = readings.seed_rows(frame)
     title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
-    caption = f"{spec.feeds.get('title', spec.name)}: mean R3 at each value of each switch; {scale_line}."
+    caption = (f"{spec.feeds.get('title', spec.name)}: mean R3 at each value of each switch (error bars: sample std over "
+               f"the runs and seeds at that value, which differ in the other switches); {scale_line}.")
     design = rows[rows["method"].isin(readings.DISCRIMINATOR_METHODS)]
     one_at_a_time = spec.feeds.get("layout") == "one_at_a_time"
     png = (readings.effects_figure(design, caption, out / "figures" / f"{spec.name}.png")

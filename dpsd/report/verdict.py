@@ -133,12 +133,14 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
         met = [item for item in items if item[1] in ("within 2 points", "above")]
         short = [item for item in items if item[1] == "short"]
         if met:
-            text = f"reproduces ({WORDS[met[0][1]]}): {said(met[0])}"
+            text = ("reproduces (within 2 points)" if met[0][1] == "within 2 points" else "exceeds the paper") \
+                + f": {said(met[0])}"
         elif short:
             closest = max(short, key=lambda item: item[2])
             search = (searched or {}).get(method)
-            coverage = (f"{search['readings']} faithful readings × {search['teachers']} teachers × {search['seeds']} seeds"
-                        if search else "the harness's one reading × 1 teacher")
+            coverage = (f"{search['readings']} faithful readings run on {search['teachers']} teachers "
+                        f"({search['seeds']} seed{'' if search['seeds'] == 1 else 's'} each)"
+                        if search else "the harness's one reading on 1 teacher")
             text = f"does not reproduce under any of {coverage}; closest {said(closest)}"
             if search:
                 text += f"; without privacy (R3) its best faithful reading reaches {search['best']}"
