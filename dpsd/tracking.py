@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import math
 import os
+import platform
 import tempfile
 import time
 from dataclasses import dataclass
@@ -229,9 +230,6 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) 
 def hardware_text() -> str:
     """The machine a run ran on, as its ``hardware`` tag: CPU model and logical cores, torch's intra-op threads,
     and the GPU (``no GPU``), so a table's wall minutes say where they were measured."""
-    import os
-    import platform
-
     cpu = platform.processor() or platform.machine()
     try:
         cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()

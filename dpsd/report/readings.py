@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+from matplotlib.figure import Figure
 from omegaconf import DictConfig, OmegaConf
 
 from dpsd.report.cells import RUN
+from dpsd.report.figures import PNG_METADATA
+from dpsd.report.ladder import markdown_table
 from dpsd.report.scoreboard import MIN_SEEDS
-from dpsd.report.tables import DASH
+from dpsd.report.tables import DASH, fmt_mean_std
 from dpsd.report.verdict import teacher_text
 
 FAITHFUL, REPAIR, SUBSTITUTE = "faithful", "repair (not in the paper)", "substitute (the paper's ResNet-34 not run)"
@@ -122,11 +126,9 @@ def seed_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mean_std(values: pd.Series) -> str:
+    """Mean ± sample std of a column of accuracies (the std only with two or more)."""
     values = values.dropna()
-    if values.empty:
-        return DASH
-    spread = f" ± {values.std(ddof=1):.2f}" if len(values) > 1 else ""
-    return f"{values.mean():.2f}{spread}"
+    return fmt_mean_std(values.mean(), values.std(ddof=1) if len(values) > 1 else math.nan) if len(values) else DASH
 
 
 def varied(rows: pd.DataFrame) -> list[Switch]:
@@ -205,30 +207,19 @@ def interaction_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def best_faithful(rows: pd.DataFrame) -> pd.Series | None:
-    """The run (all its values faithful or substitutes) with the best mean R3, or None."""
-    runs = run_table(rows)
-    runs = runs[runs["All faithful"] == "yes"]
-    return runs.iloc[0] if len(runs) else None
-
-
-def search_counts(rows: pd.DataFrame) -> dict[str, int]:
-    """What a method's readings search covered: faithful runs (as readings), teachers, and seeds per run."""
+def search_summary(rows: pd.DataFrame) -> dict[str, object]:
+    """What a method's readings search covered: its faithful runs (all values faithful or substitutes), the
+    teachers, the least seeds a run has, and the best faithful run (a :func:`run_table` row, or None)."""
     runs = run_table(rows)
     faithful = runs[runs["All faithful"] == "yes"]
     return {"readings": len(faithful), "teachers": rows["teacher"].nunique(),
-            "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0}
+            "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0,
+            "best_run": faithful.iloc[0] if len(faithful) else None}
 
 
-def effects_figure(rows: pd.DataFrame, caption: str, path) -> "Path":
+def effects_figure(rows: pd.DataFrame, caption: str, path: Path) -> Path:
     """Main-effects plot: per switch, the mean R3 at each value (error bars: sample std over runs x seeds), one
     line per method; a flat line is a switch that does not matter."""
-    from pathlib import Path
-
-    from matplotlib.figure import Figure
-
-    from dpsd.report.figures import PNG_METADATA
-
     methods = list(dict.fromkeys(rows["method"]))
     switches = varied(rows)
     fig = Figure(figsize=(2.1 * max(1, len(switches)) + 1, 3.6), layout="constrained")
@@ -247,7 +238,6 @@ def effects_figure(rows: pd.DataFrame, caption: str, path) -> "Path":
     axes[0].set_ylabel("R3 student test accuracy (%)")
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(caption, fontsize=8, wrap=True)
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, metadata=PNG_METADATA)
     return path
@@ -278,8 +268,6 @@ def centre_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _table(frame: pd.DataFrame) -> str:
-    from dpsd.report.ladder import markdown_table
-
     return markdown_table(frame[[c for c in frame.columns if not c.startswith("_")]])
 
 
@@ -312,10 +300,9 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
                       _table(centre_table(at)), ""]
             continue
         effects = main_effects(at)
-        counts = search_counts(at)
-        best = best_faithful(at)
+        counts = search_summary(at)
+        best, seeds = counts["best_run"], counts["seeds"]
         chosen = chosen_defaults(effects)
-        seeds = int(at.groupby("group").size().min())
         rule = ("Default by the rule (the faithful value with the best mean R3, ties within "
                 f"{TIE:g} points to the literal one): " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + "."
                 if seeds >= MIN_SEEDS else
@@ -342,6 +329,7 @@ def searched(rows: pd.DataFrame) -> dict[str, dict[str, object]]:
         at = rows[rows["method"] == method]
         if at.empty:
             continue
-        best = best_faithful(at)
-        out[method] = {**search_counts(at), "best": DASH if best is None else f"{best['R3 (%)']}% (n = {best['Seeds']})"}
+        summary = search_summary(at)
+        best = summary.pop("best_run")
+        out[method] = {**summary, "best": DASH if best is None else f"{best['R3 (%)']}% (n = {best['Seeds']})"}
     return out

@@ -61,6 +61,11 @@ def fmt_number(value: float, digits: int = 2) -> str:
     return DASH if value is None or math.isnan(value) else f"{value:.{digits}f}"
 
 
+def fmt_mean_std(mean: float, std: float) -> str:
+    """``mean ± std`` (two decimals), the mean alone where there is no std (one seed)."""
+    return fmt_number(mean) if std is None or math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
+
+
 NORMALIZATION_WORDS = {  # each input convention's (dpsd/input_space.py) short name (tables) and its words (settings blocks)
     "minus_one_one": ("[-1, 1]", "pixels in [-1, 1]"),
     "mean_std": ("mean/std", "the dataset's published mean and std"),
@@ -98,8 +103,7 @@ def reproduced_text(group: pd.Series, metric: str) -> str:
     mean = reproduced_value(group, metric)
     if math.isnan(mean):
         return DASH
-    std = group.get("accuracy_std", math.nan) if metric == "accuracy" else math.nan
-    return fmt_number(mean) if math.isnan(std) else f"{mean:.2f} ± {std:.2f}"
+    return fmt_mean_std(mean, group.get("accuracy_std", math.nan) if metric == "accuracy" else math.nan)
 
 
 def reproduced_value(group: pd.Series, metric: str) -> float:
