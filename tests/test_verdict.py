@@ -106,3 +106,19 @@ def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges
     assert sentences[0].endswith("its best faithful reading reaches 20.64% (n = 1).")
     assert "reproduces (reproduces)" not in sentences[1] and "**dpdfd (data)**: reproduces" in sentences[1]
     assert "one seed so far, no verdict" in sentences[2]
+
+
+def test_saving_the_frontier_twice_writes_the_same_bytes(tmp_path):
+    from matplotlib.figure import Figure
+
+    from dpsd.report.verdict import save_frontier
+
+    def drawn() -> Figure:
+        figure = Figure()
+        axes = figure.add_subplot()
+        axes.plot([1, 10], [20, 80], "o-", label="dpsd")
+        axes.legend()
+        return figure
+
+    first, second = save_frontier(drawn(), tmp_path / "a"), save_frontier(drawn(), tmp_path / "b")
+    assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]

@@ -16,6 +16,7 @@ import math
 import re
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -210,11 +211,13 @@ def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> F
 
 
 def save_frontier(figure: Figure, folder: Path, name: str = "frontier") -> list[Path]:
-    """The frontier as PNG and SVG (no timestamp, so rendering twice writes the same bytes)."""
+    """The frontier as PNG and SVG (no timestamp, and the SVG's element ids salted by a constant instead of at
+    random, so rendering twice writes the same bytes)."""
     folder.mkdir(parents=True, exist_ok=True)
     png, svg = folder / f"{name}.png", folder / f"{name}.svg"
     figure.savefig(png, format="png", metadata=PNG_METADATA)
-    figure.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+    with matplotlib.rc_context({"svg.hashsalt": name}):
+        figure.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
     return [png, svg]
 
 
