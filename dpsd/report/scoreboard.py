@@ -25,21 +25,33 @@ MIN_SEEDS = 2  # seeds a cell needs before its mean can match, exceed or fall sh
 COLUMNS = ("within 2 points", "above", "short", "one seed", "not run", "data absent")
 
 
+def deciding_group(ref: pd.Series, groups: pd.DataFrame) -> pd.Series | None:
+    """The cell group that answers a reference row: among the matching groups with a run, those with at least
+    :data:`MIN_SEEDS` seeds if any, the best reproduced value of them; None where none ran."""
+    run = matching_groups(ref, groups)
+    run = run[run["status"] == RUN]
+    if run.empty:
+        return None
+    seeded = run[run["seeds"] >= MIN_SEEDS]
+    pool = seeded if len(seeded) else run
+    values = [reproduced_value(group, ref["metric"]) for _, group in pool.iterrows()]
+    return pool.iloc[max(range(len(values)), key=lambda i: -math.inf if math.isnan(values[i]) else values[i])]
+
+
 def row_outcome(ref: pd.Series, groups: pd.DataFrame) -> tuple[str, float]:
-    """``(column, reproduced - reported)`` for one reference row against a spec's cell groups: the best
-    group with at least :data:`MIN_SEEDS` seeds decides; with none, "one seed" (and the one draw's difference)."""
+    """``(column, reproduced - reported)`` for one reference row against a spec's cell groups: the
+    :func:`deciding_group` decides; one with fewer than :data:`MIN_SEEDS` seeds gives "one seed" (and the one
+    draw's difference)."""
     candidates = matching_groups(ref, groups)
     if candidates.empty:
         return "not run", math.nan
-    run = candidates[candidates["status"] == RUN]
-    if run.empty:
+    group = deciding_group(ref, candidates)
+    if group is None:
         return ("data absent" if (candidates["status"] == DATA_ABSENT).any() else "not run"), math.nan
-    seeded = run[run["seeds"] >= MIN_SEEDS]
-    difference = max(reproduced_value(group, ref["metric"]) for _, group in (seeded if len(seeded) else run).iterrows()) \
-        - ref["value_number"]
+    difference = reproduced_value(group, ref["metric"]) - ref["value_number"]
     if math.isnan(difference):
         return "not run", math.nan
-    if seeded.empty:
+    if group["seeds"] < MIN_SEEDS:
         return "one seed", difference
     if abs(difference) <= WITHIN:
         return "within 2 points", difference

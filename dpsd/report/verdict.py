@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, panel_title, panels
-from dpsd.report.scoreboard import MIN_SEEDS, row_outcome
-from dpsd.report.tables import DASH, fmt_eps, fmt_target, matching_groups, normalization_words, reproduced_text
+from dpsd.report.scoreboard import deciding_group, row_outcome
+from dpsd.report.tables import DASH, fmt_eps, fmt_target, normalization_words, reproduced_text
 from dpsd.version import is_current
 
 BEGIN, END = "<!-- verdict -->", "<!-- /verdict -->"
@@ -53,9 +53,7 @@ def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str) -> 
         if not ref["method"] or math.isnan(ref["value_number"]):
             continue
         outcome, _ = row_outcome(ref, groups)
-        run = matching_groups(ref, groups)
-        run = run[run["status"] == RUN]
-        group = run.loc[run["accuracy"].idxmax()] if len(run) else None
+        group = deciding_group(ref, groups)
         word = WORDS[outcome]
         caveats = [] if group is None else [
             *([] if any(map(is_current, str(group.get("code_version", "")).split())) else ["stale"])]
@@ -101,52 +99,50 @@ def verdict_markdown(rows: pd.DataFrame, source: str) -> str:
     return "\n".join(lines)
 
 
+def _stated(ref: pd.Series, group: pd.Series | None) -> str:
+    """Ours beside the paper's number for one reference row: ``16.31 ± 0.81% (n = 3) at ε claimed 1 against ...``."""
+    ours = reproduced_text(group, ref["metric"]) if group is not None else DASH
+    seeds = group["seeds"] if group is not None else 0
+    return f"{ours}% (n = {seeds}) at ε claimed {fmt_target(ref['epsilon_value'], '∞')} against the paper's {ref['value']}%"
+
+
 def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str, dict] | None = None) -> list[str]:
-    """One sentence per paper method and privacy mode (issue 34 item 7), from the runs: "reproduces" where a
-    row is met within 2 points (or exceeded) with at least two seeds; "does not reproduce under any of N faithful
-    readings x M teachers x S seeds" with its best number where every seeded row falls short (``searched``:
-    :func:`dpsd.report.readings.searched`, the readings factorial at R3; without it, the harness's one reading);
-    "one seed so far" where no row has two seeds; "not run" where nothing ran."""
+    """One sentence per paper method and privacy mode (issue 34 item 7), from the runs, each row judged as the
+    scoreboard judges it (:func:`dpsd.report.scoreboard.row_outcome`): "reproduces" where a row is met within 2
+    points (or exceeded) with at least two seeds; "does not reproduce under any of N faithful readings run on M
+    teachers (S seeds each)" with the closest row where every seeded row falls short (``searched``:
+    :func:`dpsd.report.readings.searched`; without it, the harness's one reading); "one seed so far" where no row
+    has two seeds; "not run" where nothing ran."""
     found: dict[tuple[str, str], list] = {}
     for _, ref in refs.iterrows():
         if not ref["method"] or math.isnan(ref["value_number"]) or ref["epsilon_value"] is None \
                 or math.isnan(ref["epsilon_value"]):
             continue
         outcome, difference = row_outcome(ref, groups)
-        run = matching_groups(ref, groups)
-        run = run[run["status"] == RUN]
-        seeded = run[run["seeds"] >= MIN_SEEDS]
-        pool = seeded if len(seeded) else run
-        group = pool.loc[pool["accuracy"].idxmax()] if len(pool) else None
+        group = deciding_group(ref, groups)
         mode = group["config"].privacy.mode if group is not None else ""
         found.setdefault((ref["method"], mode), []).append((ref, outcome, difference, group))
     sentences = []
     for (method, mode), items in found.items():
         name = f"{method} ({mode})" if mode and mode != "none" else method
-
-        def said(item) -> str:
-            ref, _, _, group = item
-            ours = reproduced_text(group, ref["metric"]) if group is not None else DASH
-            seeds = group["seeds"] if group is not None else 0
-            return f"{ours}% (n = {seeds}) at ε claimed {fmt_target(ref['epsilon_value'], '∞')} against the paper's {ref['value']}%"
-
-        outcomes = [item[1] for item in items]
         met = [item for item in items if item[1] in ("within 2 points", "above")]
         short = [item for item in items if item[1] == "short"]
+        single = [item for item in items if item[1] == "one seed"]
         if met:
-            text = ("reproduces (within 2 points)" if met[0][1] == "within 2 points" else "exceeds the paper") \
-                + f": {said(met[0])}"
+            ref, outcome, _, group = met[0]
+            text = ("reproduces (within 2 points)" if outcome == "within 2 points" else "exceeds the paper") \
+                + f": {_stated(ref, group)}"
         elif short:
-            closest = max(short, key=lambda item: item[2])
+            ref, _, _, group = max(short, key=lambda item: item[2])
             search = (searched or {}).get(method)
             coverage = (f"{search['readings']} faithful readings run on {search['teachers']} teachers "
                         f"({search['seeds']} seed{'' if search['seeds'] == 1 else 's'} each)"
                         if search else "the harness's one reading on 1 teacher")
-            text = f"does not reproduce under any of {coverage}; closest {said(closest)}"
+            text = f"does not reproduce under any of {coverage}; closest {_stated(ref, group)}"
             if search:
                 text += f"; without privacy (R3) its best faithful reading reaches {search['best']}"
-        elif "one seed" in outcomes:
-            text = f"one seed so far, no verdict: {said(next(i for i in items if i[1] == 'one seed'))}"
+        elif single:
+            text = f"one seed so far, no verdict: {_stated(single[0][0], single[0][3])}"
         else:
             text = "not run"
         sentences.append(f"- **{name}**: {text}.")
