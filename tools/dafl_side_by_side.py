@@ -1,14 +1,16 @@
 """DAFL on MNIST beside DAFL's own code, epoch by epoch, on this machine (the calibration anchor).
 
-    python tools/dafl_side_by_side.py --official PATH/TO/DAFL [--epochs 5] [--seeds 0 1] [--json OUT] \\
-        data.root=../shared/data [overrides]
+    python tools/dafl_side_by_side.py --official PATH/TO/DAFL [--epochs 5] [--seeds 0 1] [--sides official ours]
+        [--json OUT] data.root=../shared/data [overrides]
+    python tools/dafl_side_by_side.py --combine A.json B.json ...   # one table from runs made apart
 
 ``PATH/TO/DAFL`` is the ``DAFL/`` folder of ``huawei-noah/Data-Efficient-Model-Compression`` (Chen et
 al., ICCV 2019; BSD-3; not part of this repository: clone it yourself). For each seed, in turn:
 
 * **official**: its ``teacher-train.py`` (LeNet-5, 9 epochs), then its ``DAFL-train.py`` for
   ``--epochs`` epochs of 120 iterations, each run as it is in a subprocess through :data:`SHIM`, which
-  changes only what the scripts need to run here: CUDA calls become no-ops (the CPU runs them),
+  changes only what the scripts need to run here: on a machine without CUDA, CUDA calls become no-ops
+  (the CPU runs them; with CUDA the scripts run as written),
   ``torch.load`` reads the full pickled teacher (``weights_only=False``, which torch >= 2.6 asks for),
   torch's global RNG is seeded (the scripts set no seed: the seed only makes a run repeatable), and a
   line is printed when an Adam optimiser is made (just before each script's loop) and when a test
@@ -21,7 +23,9 @@ al., ICCV 2019; BSD-3; not part of this repository: clone it yourself). For each
 Prints one row per epoch (the official and our test accuracy, per seed and their mean, and the
 difference), the teachers' accuracies, and the median seconds per training iteration of each side over
 its epochs with the ratio ours / official. Both sides run in this machine's torch
-with the same intra-op threads (printed). ``--json`` writes everything.
+with the same intra-op threads (printed). ``--json`` writes everything, again after every epoch (a run
+stopped early keeps the epochs it finished). ``--sides`` runs one side only (two processes, one per side
+and seed, run side by side on a GPU); ``--combine`` prints the table of such runs' JSON files together.
 """
 
 from __future__ import annotations
@@ -48,8 +52,9 @@ from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 SHIM = r"""
 import functools, runpy, sys, time
 import torch, torch.utils.data
-torch.Tensor.cuda = lambda self, *args, **kwargs: self
-torch.nn.Module.cuda = lambda self, *args, **kwargs: self
+if not torch.cuda.is_available():
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    torch.nn.Module.cuda = lambda self, *args, **kwargs: self
 torch.load = functools.partial(torch.load, weights_only=False)
 seed, script = int(sys.argv[1]), sys.argv[2]
 torch.manual_seed(seed)
@@ -75,11 +80,14 @@ ITERATIONS_PER_EPOCH = 120  # DAFL-train.py: ``for i in range(120)``
 _ACCURACY = re.compile(r"Accuracy: ([0-9.]+)")
 
 
-def run_official(script: Path, seed: int, args: list[str], log: Path) -> list[dict]:
-    """One official script's test evaluations: ``[{"accuracy", "train_s"}]`` per epoch, where
-    ``train_s`` is the wall time from the last optimiser's making or the previous evaluation's end."""
+def run_official(script: Path, seed: int, args: list[str], log: Path, epochs: list | None = None,
+                 on_epoch=lambda: None) -> list[dict]:
+    """One official script's test evaluations: ``[{"accuracy", "train_s"}]`` per epoch (appended to
+    ``epochs``, ``on_epoch`` called after each), where ``train_s`` is the wall time from the last
+    optimiser's making or the previous evaluation's end."""
     command = [sys.executable, "-u", "-c", SHIM, str(seed), str(script), *args]
-    epochs, eval_start, previous_end = [], None, None
+    epochs = [] if epochs is None else epochs
+    eval_start, previous_end = None, None
     with log.open("w") as out, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                                  text=True, cwd=script.parent) as process:
         for line in process.stdout:
@@ -94,29 +102,32 @@ def run_official(script: Path, seed: int, args: list[str], log: Path) -> list[di
                 epochs.append({"accuracy": float(match.group(1)), "train_s": train_s})
                 print(f"  official {script.name} seed {seed} epoch {len(epochs) - 1}: {float(match.group(1)):.4f} "
                       f"({train_s:.1f} s of training)", flush=True)
+                on_epoch()
                 previous_end = time.time()
     if process.returncode:
         raise SystemExit(f"{script.name} failed (exit {process.returncode}); its output is in {log}")
     return epochs
 
 
-def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: Path) -> dict:
-    """The official teacher, then the official DAFL for ``epochs`` epochs, at ``seed``."""
+def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: Path, result: dict,
+                  on_epoch=lambda: None) -> dict:
+    """The official teacher, then the official DAFL for ``epochs`` epochs, at ``seed``, filled into ``result``."""
     models = work / f"official_seed{seed}"
     models.mkdir(parents=True, exist_ok=True)
     teacher = run_official(folder / "teacher-train.py", seed,
                            ["--dataset", "MNIST", "--data", f"{data_root}/", "--output_dir", f"{models}/"],
                            work / f"official_teacher_seed{seed}.log")
-    dafl = run_official(folder / "DAFL-train.py", seed,
-                        ["--dataset", "MNIST", "--data", f"{data_root}/", "--teacher_dir", f"{models}/",
-                         "--output_dir", f"{models}/", "--n_epochs", str(epochs)],
-                        work / f"official_dafl_seed{seed}.log")
-    return {"teacher_accuracy": teacher[-1]["accuracy"], "epochs": dafl}
+    result.update(seed=seed, teacher_accuracy=teacher[-1]["accuracy"], epochs=[])
+    run_official(folder / "DAFL-train.py", seed,
+                 ["--dataset", "MNIST", "--data", f"{data_root}/", "--teacher_dir", f"{models}/",
+                  "--output_dir", f"{models}/", "--n_epochs", str(epochs)],
+                 work / f"official_dafl_seed{seed}.log", result["epochs"], on_epoch)
+    return result
 
 
-def ours_seed(overrides: list[str], seed: int, epochs: int) -> dict:
+def ours_seed(overrides: list[str], seed: int, epochs: int, result: dict, on_epoch=lambda: None) -> dict:
     """``method=dafl`` at ``seed``: its teacher, then ``epochs`` x 120 steps of its trainer, the
-    student evaluated on the test split after each epoch."""
+    student evaluated on the test split after each epoch, filled into ``result``."""
     cfg = compose(["method=dafl", "dataset=mnist", "scale=paper", "tracking=none", *overrides, f"seed={seed}"])
     validate(cfg)
     cfg = resolve_paths(cfg)
@@ -129,16 +140,19 @@ def ours_seed(overrides: list[str], seed: int, epochs: int) -> dict:
     ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=Ledger())
     trainer = METHODS.get("dafl")().make_trainer(ctx)
     per_epoch = int(cfg.method.iterations_per_epoch)
-    results = []
+    result.update(seed=seed, teacher_accuracy=record["test_accuracy"], epochs=[], device=str(device))
     for epoch in range(epochs):
         start = time.perf_counter()
         for _ in range(per_epoch):
             trainer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the steps' kernels finished, as the official side's .item() waits for them
         train_s = time.perf_counter() - start
         accuracy = evaluate_accuracy(trainer.student, data.test, device)
-        results.append({"accuracy": accuracy, "train_s": train_s})
-        print(f"  ours method=dafl seed {seed} epoch {epoch}: {accuracy:.4f} ({train_s / per_epoch:.3f} s/it)", flush=True)
-    return {"teacher_accuracy": record["test_accuracy"], "epochs": results}
+        result["epochs"].append({"accuracy": accuracy, "train_s": train_s})
+        print(f"  ours method=dafl seed {seed} epoch {epoch}: {accuracy:.4f} ({train_s / per_epoch:.4f} s/it)", flush=True)
+        on_epoch()
+    return result
 
 
 def seconds_per_iteration(runs: list[dict]) -> float:
@@ -150,33 +164,62 @@ def percentages(fractions) -> str:
     return ", ".join(f"{100 * value:.2f}" for value in fractions)
 
 
+def shown_epochs(count: int) -> list[int]:
+    """The epochs a table shows: the first five (DAFL rises fastest there), then every tenth, and the last."""
+    return sorted({e for e in range(min(count, 5))} | {e for e in range(9, count, 10)} | ({count - 1} if count else set()))
+
+
 def table(official: list[dict], ours: list[dict], seeds: list[int]) -> list[str]:
-    """The side-by-side rows (percent; the mean over seeds, then each seed)."""
+    """The side-by-side rows (percent; the mean over seeds, then each seed) at the epochs every run reached."""
     lines = ["| epoch | official (mean; per seed) | ours (mean; per seed) | ours - official (points) |",
              "| ---: | --- | --- | ---: |"]
-    for epoch in range(min(len(run["epochs"]) for run in official + ours)):
+    for epoch in shown_epochs(min(len(run["epochs"]) for run in official + ours)):
         theirs = [run["epochs"][epoch]["accuracy"] for run in official]
         mine = [run["epochs"][epoch]["accuracy"] for run in ours]
         lines.append(f"| {epoch} | {100 * statistics.mean(theirs):.2f} ({percentages(theirs)}) | "
                      f"{100 * statistics.mean(mine):.2f} ({percentages(mine)}) | "
                      f"{100 * (statistics.mean(mine) - statistics.mean(theirs)):+.2f} |")
-    lines.append(f"seeds {seeds}; teachers (test %): official "
-                 f"{percentages(r['teacher_accuracy'] for r in official)}, ours "
+    lines.append(f"seeds {seeds}; epochs reached: official {[len(r['epochs']) for r in official]}, ours "
+                 f"{[len(r['epochs']) for r in ours]}; last epoch's test %: official "
+                 f"{percentages(r['epochs'][-1]['accuracy'] for r in official)}, ours "
+                 f"{percentages(r['epochs'][-1]['accuracy'] for r in ours)}")
+    lines.append(f"teachers (test %): official {percentages(r['teacher_accuracy'] for r in official)}, ours "
                  f"{percentages(r['teacher_accuracy'] for r in ours)}")
     theirs, mine = seconds_per_iteration(official), seconds_per_iteration(ours)
-    lines.append(f"seconds per training iteration (median over epochs and seeds): official {theirs:.3f}, ours "
-                 f"{mine:.3f}, ratio ours / official {mine / theirs:.2f} ({torch.get_num_threads()} threads each)")
+    lines.append(f"seconds per training iteration (median over epochs and seeds): official {theirs:.4f}, ours "
+                 f"{mine:.4f}, ratio ours / official {mine / theirs:.2f} ({torch.get_num_threads()} threads each)")
     return lines
+
+
+def combine(paths: list[Path]) -> dict:
+    """The runs of several ``--json`` files (one side or seed each) as one."""
+    merged = {"official": [], "ours": []}
+    for path in paths:
+        saved = json.loads(path.read_text())
+        for side in merged:
+            merged[side] += [run for run in saved[side] if run.get("epochs")]
+    merged["seeds"] = sorted({run["seed"] for side in ("official", "ours") for run in merged[side]})
+    return merged
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", help="overrides of our run (data.root=... is required)")
-    parser.add_argument("--official", type=Path, required=True, help="the DAFL/ folder of DAFL's repository")
+    parser.add_argument("--official", type=Path, help="the DAFL/ folder of DAFL's repository")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--json", type=Path, help="write every figure to this file")
+    parser.add_argument("--sides", nargs="+", choices=("official", "ours"), default=["official", "ours"])
+    parser.add_argument("--json", type=Path, help="write every figure to this file (again after every epoch)")
+    parser.add_argument("--combine", type=Path, nargs="+", help="print the table of these --json files instead")
     args = parser.parse_args(argv)
+    if args.combine:
+        merged = combine(args.combine)
+        if not merged["official"] or not merged["ours"]:
+            raise ConfigError("--combine needs runs of both sides (official and ours) with an epoch each")
+        print("\n".join(table(merged["official"], merged["ours"], merged["seeds"])))
+        return
+    if args.official is None:
+        parser.error("--official PATH/TO/DAFL is required (or --combine FILES)")
     scripts = [args.official / name for name in ("teacher-train.py", "DAFL-train.py", "lenet.py")]
     if missing := [str(s) for s in scripts if not s.is_file()]:
         raise ConfigError(f"--official must be DAFL's folder: missing {', '.join(missing)}")
@@ -185,17 +228,25 @@ def main(argv: list[str] | None = None) -> None:
     cfg = resolve_paths(compose(["dataset=mnist", "tracking=none", *args.overrides]))
     if cfg.data.root is None:
         raise ConfigError("set data.root=... to the folder that holds MNIST/raw/ (both sides read it)")
-    official, ours = [], []
+    state = {"seeds": args.seeds, "official": [], "ours": [], "threads": torch.get_num_threads()}
+
+    def save() -> None:
+        if args.json:
+            args.json.write_text(json.dumps(state, indent=1))
+
     work = Path(cfg.results_dir) / "dafl_side_by_side"
     print(f"the official scripts' teachers and logs go to {work}", flush=True)
     for seed in args.seeds:  # interleaved, so that a slow spell of the machine hits both sides
-        official.append(official_seed(args.official.resolve(), seed, args.epochs, Path(cfg.data.root), work))
-        ours.append(ours_seed(args.overrides, seed, args.epochs))
-    lines = table(official, ours, args.seeds)
-    print("\n".join(lines))
-    if args.json:
-        args.json.write_text(json.dumps({"seeds": args.seeds, "official": official, "ours": ours,
-                                         "table": lines, "threads": torch.get_num_threads()}, indent=1))
+        if "official" in args.sides:
+            state["official"].append({})
+            official_seed(args.official.resolve(), seed, args.epochs, Path(cfg.data.root), work, state["official"][-1], save)
+        if "ours" in args.sides:
+            state["ours"].append({})
+            ours_seed(args.overrides, seed, args.epochs, state["ours"][-1], save)
+    if state["official"] and state["ours"]:
+        state["table"] = table(state["official"], state["ours"], args.seeds)
+        print("\n".join(state["table"]))
+    save()
 
 
 if __name__ == "__main__":
