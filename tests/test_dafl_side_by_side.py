@@ -3,6 +3,8 @@ epochs, accuracies and training seconds it prints are read back (on stand-in scr
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import load_tool
@@ -53,7 +55,29 @@ def test_the_table_puts_both_sides_per_epoch_and_the_time_ratio():
             {"teacher_accuracy": 0.99, "epochs": [{"accuracy": 0.6, "train_s": 120.0}]}]
     lines = tool().table(official, ours, [0, 1])
     assert lines[2] == "| 0 | 60.00 (50.00, 70.00) | 57.50 (55.00, 60.00) | -2.50 |"
-    assert "official 2.000, ours 1.000, ratio ours / official 0.50" in lines[-1]
+    assert "official 2.0000, ours 1.0000, ratio ours / official 0.50" in lines[-1]
+
+
+def test_a_long_run_shows_its_first_five_epochs_every_tenth_and_its_last():
+    assert tool().shown_epochs(45) == [0, 1, 2, 3, 4, 9, 19, 29, 39, 44]
+    assert tool().shown_epochs(3) == [0, 1, 2]
+
+
+def test_runs_made_apart_combine_into_one_table_at_the_epochs_every_run_reached(tmp_path):
+    def run(seed, accuracies):
+        return {"seed": seed, "teacher_accuracy": 0.99,
+                "epochs": [{"accuracy": a, "train_s": 12.0} for a in accuracies]}
+    files = []
+    for name, side, seed, accuracies in [("a", "official", 0, [0.5, 0.6, 0.7]), ("b", "ours", 0, [0.4, 0.5]),
+                                         ("c", "ours", 1, [0.6, 0.7, 0.8]), ("d", "official", 1, [])]:
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps({"official": [run(seed, accuracies)] if side == "official" else [],
+                                         "ours": [run(seed, accuracies)] if side == "ours" else []}))
+    merged = tool().combine(files)
+    assert merged["seeds"] == [0, 1] and len(merged["official"]) == 1 and len(merged["ours"]) == 2  # d: no epoch
+    lines = tool().table(merged["official"], merged["ours"], merged["seeds"])
+    assert [line.split(" |")[0] for line in lines[2:4]] == ["| 0", "| 1"]  # ours seed 0 reached two epochs
+    assert "epochs reached: official [3], ours [2, 3]" in lines[4]
 
 
 def test_a_folder_that_is_not_dafl_s_is_one_line(tmp_path):
