@@ -43,17 +43,19 @@ def test_the_effect_is_the_difference_of_the_level_means_and_the_table_keeps_the
     assert dict(zip(runs["R3 (%)"], runs["All faithful"]))["52.00 ± 2.83"] == "no"
 
 
-def test_the_default_is_the_best_faithful_value_ties_go_to_the_literal_one_and_a_repair_never_wins():
-    frame = rows([({}, [10.0, 10.0]), ({"latents": "resample", "student steps": "5", "update order": "generator_first"},
-                                       [60.0, 60.0]),
-                  ({"latents": "resample"}, [40.0, 40.0]), ({"student steps": "5", "update order": "generator_first"},
-                                                            [11.0, 11.0])])
-    chosen = chosen_defaults(main_effects(frame))
-    assert chosen["latents"] == "resample"  # 50 against 10.5
-    assert chosen["student steps"] == "1"  # 5 is a repair, whatever its mean
-    assert chosen["update order"] == "generator_first"  # 35.5 against 25
+def test_the_default_is_the_best_faithful_run_at_the_default_teacher_and_ties_go_to_the_more_literal_run():
+    teacher = DEFAULTS["teacher"]
+    frame = rows([({}, [10.0, 10.0]),
+                  ({"latents": "resample", "student steps": "5"}, [60.0, 60.0]),  # a repair: never chosen
+                  ({"latents": "resample", "update order": "generator_first"}, [30.0, 30.0]),
+                  ({"update order": "generator_first", "teacher": "lenet5, mean/std"}, [80.0, 80.0])])  # another teacher
+    chosen = chosen_defaults(frame, teacher)
+    assert chosen == {"latents": "resample", "student steps": "1", "update order": "generator_first"}
+    # main effects would pick resample (45 against 10) with 5 student steps' help; the rule takes a run as a whole
     tie = rows([({}, [20.0, 20.0]), ({"update order": "generator_first"}, [21.5, 21.5])])
-    assert chosen_defaults(main_effects(tie))["update order"] == "student_first"  # within 2 points: the literal
+    assert chosen_defaults(tie, teacher)["update order"] == "student_first"  # within 2 points: the more literal run
+    assert chosen_defaults(rows([({"student steps": "5"}, [50.0]), ({"student steps": "5", "latents": "resample"},
+                                                                    [40.0])]), teacher) == {}  # no faithful run
 
 
 def test_seed_rows_read_each_switch_from_the_resolved_config():
