@@ -40,3 +40,12 @@ def test_every_settings_row_names_a_known_key_and_a_quoted_source():
 
     assert len(settings) > 50 and set(settings["key"]) <= set(KEYS)
     assert settings["source"].str.contains(r':\S+ "').all()  # file:line (or key path) "quote"
+
+
+def test_the_hardware_row_counts_the_cell_groups_that_recorded_no_machine():
+    from dpsd.report.settings import hardware
+
+    groups = pd.DataFrame({"hardware": ["NVIDIA H200", None, ""]})
+    assert hardware(groups).startswith("NVIDIA H200 / 2 of 3 cell groups not recorded by these runs")
+    assert hardware(pd.DataFrame({"hardware": ["NVIDIA H200"]})) == "NVIDIA H200"
+    assert hardware(pd.DataFrame({"other": [1]})).startswith("not recorded by these runs")

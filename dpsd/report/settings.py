@@ -80,9 +80,13 @@ def ours(cfg, key: str) -> str:
 
 def hardware(groups: pd.DataFrame) -> str:
     """The machines the groups' runs recorded (their ``hardware`` tag), or why there is none."""
-    machines = dict.fromkeys(m for words in groups.get("hardware", pd.Series(dtype=str)).fillna("")
-                             for m in str(words).split(SEPARATORS["hardware"]) if m)
-    return " / ".join(machines) or "not recorded by these runs (before the hardware tag; docs/reproducing.md names each sweep's machine)"
+    recorded = groups.get("hardware", pd.Series("", index=groups.index)).fillna("")
+    machines = dict.fromkeys(m for words in recorded for m in str(words).split(SEPARATORS["hardware"]) if m)
+    unrecorded = "not recorded by these runs (before the hardware tag; docs/reproducing.md names each sweep's machine)"
+    if not machines:
+        return unrecorded
+    missing = int((recorded == "").sum())
+    return " / ".join(machines) + (f" / {missing} of {len(recorded)} cell groups {unrecorded}" if missing else "")
 
 
 def settings_block(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = "mnist") -> str:
