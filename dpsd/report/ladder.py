@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, _label_log_axis
-from dpsd.report.tables import DASH, fmt_eps, fmt_number
+from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number
 
 RUNGS = {
     "R0": "teacher",
@@ -183,7 +183,7 @@ def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
         private = row["rung"] in ("R4", "R5")
         body.append({
             "Ladder": name, "Rung": row["rung"], "What": row["what"], "Setting": row["setting"] or DASH,
-            "Accuracy (%)": fmt_number(row["accuracy"]) if run else row["status"],
+            "Accuracy (%)": fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan)) if run else row["status"],
             "Change (points)": DASH if math.isnan(change) else f"{change:+.2f}",
             "ε claimed": fmt_eps(row["eps_claimed"]) if run and private else ("∞" if run else DASH),
             "ε rigorous": fmt_eps(row["eps_rigorous"]) if run and private else ("∞" if run else DASH),
@@ -305,7 +305,7 @@ def query_table(groups: pd.DataFrame) -> pd.DataFrame:
             "Method": name, "Rung": row["rung"],
             "Steps per iteration": str(row["config"].method.get("steps_per_iteration", 1)),
             "Queries": _queries(row) if run else DASH,
-            "Accuracy (%)": fmt_number(row["accuracy"]) if run else row["status"],
+            "Accuracy (%)": fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan)) if run else row["status"],
             "ε claimed": fmt_eps(row["eps_claimed"]) if run else DASH,
             "ε rigorous": fmt_eps(row["eps_rigorous"]) if run else DASH,
         })
@@ -366,7 +366,9 @@ def markdown_table(body: pd.DataFrame) -> str:
 
 def ladder_markdown(title: str, tables: dict[str, pd.DataFrame], sentences: list[str], figures: list[str]) -> str:
     """The ladder section of ``dpsd report --markdown``: one diagnosis per method, then each table."""
-    parts = [f"## {title}", "", *[f"* {sentence}" for sentence in sentences], ""]
+    parts = [f"## {title}", "", *[f"* {sentence}" for sentence in sentences], "",
+             "Accuracy: student test accuracy, the mean ± sample std over the seeds run (Seeds: run / planned); "
+             "Change: against the best cell of the rung above.", ""]
     for (name, body), figure in zip(tables.items(), figures):
         parts += [f"### {name}", "", markdown_table(body), "", f"![{name}]({figure})", ""]
     return "\n".join(parts)
