@@ -11,19 +11,11 @@ seeds froze mid-run in a crowded GPU lease (docs/anchors.md): an uncrowded rerun
 """
 import json, math, os, sys, time
 import torch
-from dpsd.config import compose, resolve_device, resolve_paths, validate
-from dpsd.data import load_data
-from dpsd.methods import METHODS
-from dpsd.methods.base import RunContext
-from dpsd.privacy.accounting import Ledger
-from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
+from dafl_side_by_side import dafl_trainer  # tools/ is this script's folder
+from dpsd.teachers import evaluate_accuracy
 seed, epochs, limit = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
-cfg = compose(["method=dafl", "dataset=mnist", "scale=paper", "tracking=none", f"seed={seed}", *sys.argv[4:]])
-validate(cfg); cfg = resolve_paths(cfg); device = resolve_device(cfg.device)
-torch.manual_seed(seed); data = load_data(cfg); teacher, record = load_or_train_teacher(cfg, data, device)
-torch.manual_seed(seed); rng = torch.Generator(device=device).manual_seed(seed)
-ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=Ledger())
-tr = METHODS.get("dafl")().make_trainer(ctx)
+cfg, data, tr, record = dafl_trainer(sys.argv[4:], seed)
+teacher, device = tr.teacher, tr.device
 out, start, first_bad = [], time.time(), None
 def norm(ps): return math.sqrt(sum(float(p.grad.pow(2).sum()) for p in ps if p.grad is not None))
 for epoch in range(epochs):

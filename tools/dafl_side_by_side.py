@@ -125,9 +125,9 @@ def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: P
     return result
 
 
-def ours_seed(overrides: list[str], seed: int, epochs: int, result: dict, on_epoch=lambda: None) -> dict:
-    """``method=dafl`` at ``seed``: its teacher, then ``epochs`` x 120 steps of its trainer, the
-    student evaluated on the test split after each epoch, filled into ``result``."""
+def dafl_trainer(overrides: list[str], seed: int):
+    """``method=dafl`` at DAFL's sizes and ``seed``, untracked: ``(cfg, data, trainer, teacher record)``, its teacher
+    trained or found in the cache; the trainer's ``step()`` is one iteration of ``dpsd run``'s loop."""
     cfg = compose(["method=dafl", "dataset=mnist", "scale=paper", "tracking=none", *overrides, f"seed={seed}"])
     validate(cfg)
     cfg = resolve_paths(cfg)
@@ -138,7 +138,14 @@ def ours_seed(overrides: list[str], seed: int, epochs: int, result: dict, on_epo
     torch.manual_seed(seed)
     rng = torch.Generator(device=device).manual_seed(seed)
     ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=Ledger())
-    trainer = METHODS.get("dafl")().make_trainer(ctx)
+    return cfg, data, METHODS.get("dafl")().make_trainer(ctx), record
+
+
+def ours_seed(overrides: list[str], seed: int, epochs: int, result: dict, on_epoch=lambda: None) -> dict:
+    """``method=dafl`` at ``seed``: its teacher, then ``epochs`` x 120 steps of its trainer, the
+    student evaluated on the test split after each epoch, filled into ``result``."""
+    cfg, data, trainer, record = dafl_trainer(overrides, seed)
+    device = trainer.device
     per_epoch = int(cfg.method.iterations_per_epoch)
     result.update(seed=seed, teacher_accuracy=record["test_accuracy"], epochs=[], device=str(device))
     for epoch in range(epochs):

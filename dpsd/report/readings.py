@@ -138,7 +138,7 @@ def varied(rows: pd.DataFrame) -> list[Switch]:
 
 
 EFFECT_COLUMNS = ["Switch", "Config", "Value", "Reading", "Paper's words", "R3 (%)", "Runs × seeds", "Effect (points)",
-                  "_mean", "_literal", "_kind"]
+                  "_mean"]
 
 
 def main_effects(rows: pd.DataFrame) -> pd.DataFrame:
@@ -156,7 +156,7 @@ def main_effects(rows: pd.DataFrame) -> pd.DataFrame:
                         "Paper's words": reading.words, "R3 (%)": _mean_std(at["accuracy"]),
                         "Runs × seeds": f"{at['group'].nunique()} × {at.groupby('group').size().max()}",
                         "Effect (points)": DASH if value == values[0] else f"{at['accuracy'].mean() - base:+.2f}",
-                        "_mean": at["accuracy"].mean(), "_literal": reading.literal, "_kind": reading.kind})
+                        "_mean": at["accuracy"].mean()})
     return pd.DataFrame(out, columns=EFFECT_COLUMNS)
 
 
