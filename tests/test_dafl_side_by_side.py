@@ -72,10 +72,12 @@ def test_runs_made_apart_combine_into_one_table_at_the_epochs_every_run_reached(
                                          ("c", "ours", 1, [0.6, 0.7, 0.8]), ("d", "official", 1, [])]:
         files.append(tmp_path / f"{name}.json")
         files[-1].write_text(json.dumps({"official": [run(seed, accuracies)] if side == "official" else [],
-                                         "ours": [run(seed, accuracies)] if side == "ours" else []}))
+                                         "ours": [run(seed, accuracies)] if side == "ours" else [], "threads": 1}))
     merged = tool().combine(files)
+    assert merged["threads"] == [1]  # what the runs had, not the combining process's count
     assert merged["seeds"] == [0, 1] and len(merged["official"]) == 1 and len(merged["ours"]) == 2  # d: no epoch
-    lines = tool().table(merged["official"], merged["ours"], merged["seeds"])
+    lines = tool().table(merged["official"], merged["ours"], merged["seeds"], merged["threads"])
+    assert lines[-1].endswith("(intra-op threads a process: 1)")
     assert [line.split(" |")[0] for line in lines[2:4]] == ["| 0", "| 1"]  # ours seed 0 reached two epochs
     assert "epochs reached: official [3], ours [2, 3]" in lines[4]
 

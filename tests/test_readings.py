@@ -6,7 +6,8 @@ import pandas as pd
 
 from dpsd.config import compose
 from dpsd.report import readings
-from dpsd.report.readings import FAITHFUL, REPAIR, SWITCHES, chosen_defaults, main_effects, run_table, seed_rows
+from dpsd.report.readings import (DPDFD_SWITCHES, DPSD_SWITCHES, FAITHFUL, REPAIR, SWITCH_SETS, chosen_defaults,
+                                  main_effects, run_table, seed_rows)
 
 DEFAULTS = {"latents": "trainable", "student steps": "1", "L_s in the generator's loss": "minimize",
             "learning rates": "student 0.001", "update order": "student_first", "generator output": "tanh",
@@ -24,10 +25,29 @@ def rows(runs, method="dpsd"):
 
 
 def test_every_switch_value_is_classified_and_quotes_the_paper_or_says_why_not():
-    for switch in SWITCHES:
-        assert sum(r.literal for r in switch.readings) <= 1, switch.name
-        for reading in switch.readings:
-            assert reading.kind in (readings.FAITHFUL, readings.REPAIR, readings.SUBSTITUTE) and reading.words
+    keys = {}
+    for switches in SWITCH_SETS.values():
+        for switch in switches:
+            assert sum(r.literal for r in switch.readings) <= 1, switch.name
+            for reading in switch.readings:
+                assert reading.kind in (readings.FAITHFUL, readings.REPAIR, readings.SUBSTITUTE) and reading.words
+            # a name is one column of seed_rows: two papers' switches of one name must read one config key
+            assert keys.setdefault(switch.name, switch.key) == switch.key, switch.name
+    assert set(SWITCH_SETS) == set(readings.PAPER_FILES) and set(readings.DISCRIMINATOR_METHODS) <= set(SWITCH_SETS)
+
+
+def test_each_method_is_judged_by_its_own_papers_switches():
+    """DPDFD's rows are read with DPDFD's switches: a DPSD-only switch never shows, and the default rule judges
+    DPDFD's runs by DPDFD's readings (its all-literal run wins a tie)."""
+    base = {**DEFAULTS, "latents": "resample", "teacher target": "argmax", "activation sign": "minimize",
+            "entropy form": "per_sample"}
+    frame = pd.DataFrame([{"method": "dpdfd", "group": f"run{i}", "seed": seed, "accuracy": accuracy, **base, **changed}
+                          for i, (changed, accuracy) in enumerate([({}, 10.0), ({"activation sign": "maximize"}, 11.0),
+                                                                   ({"learning rates": "paper"}, 50.0)])
+                          for seed in (0, 1)])
+    assert readings.switches_of(frame) is DPDFD_SWITCHES and readings.switches_of(frame.assign(method="dpsd_t")) is DPSD_SWITCHES
+    assert [s.name for s in readings.varied(frame)] == ["activation sign"]  # learning rates: not a DPDFD switch
+    assert chosen_defaults(frame, DEFAULTS["teacher"])["activation sign"] == "minimize"  # a tie: the literal run
 
 
 def test_the_effect_is_the_difference_of_the_level_means_and_the_table_keeps_the_seeds():
@@ -68,7 +88,7 @@ def test_seed_rows_read_each_switch_from_the_resolved_config():
     assert dict(out.iloc[0][list(DEFAULTS)]) == DEFAULTS
     assert out.iloc[1]["latents"] == "resample" and out.iloc[1]["learning rates"] == "paper"
     assert out.iloc[1]["teacher"] == "lenet5, mean/std" and out.iloc[1]["generator output"] == "tanh_batchnorm"
-    assert readings.SWITCHES[3].reading("paper").kind == FAITHFUL and not math.isnan(out["accuracy"].sum())
+    assert DPSD_SWITCHES[3].reading("paper").kind == FAITHFUL and not math.isnan(out["accuracy"].sum())
 
 
 def test_one_switch_at_a_time_reads_each_flip_against_the_centre_over_the_seeds_both_ran():

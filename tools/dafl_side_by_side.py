@@ -176,8 +176,9 @@ def shown_epochs(count: int) -> list[int]:
     return sorted({e for e in range(min(count, 5))} | {e for e in range(9, count, 10)} | ({count - 1} if count else set()))
 
 
-def table(official: list[dict], ours: list[dict], seeds: list[int]) -> list[str]:
-    """The side-by-side rows (percent; the mean over seeds, then each seed) at the epochs every run reached."""
+def table(official: list[dict], ours: list[dict], seeds: list[int], threads: list[int] | None = None) -> list[str]:
+    """The side-by-side rows (percent; the mean over seeds, then each seed) at the epochs every run reached;
+    ``threads``: the intra-op threads the runs had (each file records its own; default: this process's)."""
     lines = ["| epoch | official (mean; per seed) | ours (mean; per seed) | ours - official (points) |",
              "| ---: | --- | --- | ---: |"]
     for epoch in shown_epochs(min(len(run["epochs"]) for run in official + ours)):
@@ -194,7 +195,8 @@ def table(official: list[dict], ours: list[dict], seeds: list[int]) -> list[str]
                  f"{percentages(r['teacher_accuracy'] for r in ours)}")
     theirs, mine = seconds_per_iteration(official), seconds_per_iteration(ours)
     lines.append(f"seconds per training iteration (median over epochs and seeds): official {theirs:.4f}, ours "
-                 f"{mine:.4f}, ratio ours / official {mine / theirs:.2f} ({torch.get_num_threads()} threads each)")
+                 f"{mine:.4f}, ratio ours / official {mine / theirs:.2f} "
+                 f"(intra-op threads a process: {' or '.join(map(str, threads or [torch.get_num_threads()]))})")
     return lines
 
 
@@ -206,6 +208,7 @@ def combine(paths: list[Path]) -> dict:
         for side in merged:
             merged[side] += [run for run in saved[side] if run.get("epochs")]
     merged["seeds"] = sorted({run["seed"] for side in ("official", "ours") for run in merged[side]})
+    merged["threads"] = sorted({json.loads(path.read_text()).get("threads") for path in paths} - {None})
     return merged
 
 
@@ -223,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
         merged = combine(args.combine)
         if not merged["official"] or not merged["ours"]:
             raise ConfigError("--combine needs runs of both sides (official and ours) with an epoch each")
-        print("\n".join(table(merged["official"], merged["ours"], merged["seeds"])))
+        print("\n".join(table(merged["official"], merged["ours"], merged["seeds"], merged["threads"])))
         return
     if args.official is None:
         parser.error("--official PATH/TO/DAFL is required (or --combine FILES)")

@@ -1,14 +1,16 @@
 """The readings tables (issue 34 items 3-5): per seed method, each ambiguous passage of its paper as a switch,
 the values tried, their R3 accuracy over runs and seeds, and which value is a faithful reading or a repair.
 
-One source of truth: :data:`SWITCHES` names each switch, how its value is read from a run's resolved config,
-and for each value the paper's words it follows (quoted, with the line of ``dpsd-model-transcription.txt``) and
-whether it is a faithful reading of them, a repair beyond the paper, or a substitute for what the paper used
-and we could not run (its ResNet-34 teacher). A spec of kind ``readings`` (``sweeps/readings_r3.yaml``) is a
-fractional factorial of these switches; :func:`main_effects` reads each switch's effect off it as the difference
-of the mean R3 over the runs at each value (every value appears in half the runs), and
-:func:`chosen_defaults` applies the rule of issue 34 item 5: the faithful run with the best mean R3 at the
-default teacher, ties (within :data:`TIE` points) to the run with the most literal values. Everything here formats run figures; no number is typed.
+One source of truth: :data:`SWITCH_SETS` gives, per seed method, its paper's switches (:class:`Switch`): how a
+switch's value is read from a run's resolved config, and for each value the paper's words it follows (quoted,
+with the line of the paper's file in ``../shared/papers/``) and whether it is a faithful reading of them, a repair
+beyond the paper, or a substitute for what the paper used and we could not run here (its ResNet-34 teacher).
+DPSD and DPSD-T share DPSD's switches (one paper, the discriminator their one difference); DPDFD has its own. A
+spec of kind ``readings`` (``sweeps/readings_r3.yaml``, ``sweeps/readings_dpdfd_r3.yaml``) is a fractional
+factorial of these switches; :func:`main_effects` reads each switch's effect off it as the difference of the mean
+R3 over the runs at each value (every value appears in half the runs), and :func:`chosen_defaults` applies the
+rule of issue 34 item 5: the faithful run with the best mean R3 at the default teacher, ties (within :data:`TIE`
+points) to the run with the most literal values. Everything here formats run figures; no number is typed.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def _rates(cfg: DictConfig) -> str:
     return "paper" if math.isclose(float(cfg.method.student_lr), 0.1) else f"student {float(cfg.method.student_lr):g}"
 
 
-SWITCHES: tuple[Switch, ...] = (
+# DPSD's switches; words: lines of ../shared/papers/dpsd-model-transcription.txt
+DPSD_SWITCHES: tuple[Switch, ...] = (
     Switch("latents", "method.latents", lambda c: _select(c, "method.latents"), (
         Reading("trainable", FAITHFUL, 'l.95 Alg. 1 line 1 "generate a batch of random vectors Z(0)", l.100 line 6 '
                 '"and the random vectors with z_i(t+1) = z_i(t) - gamma_g ..."', literal=True),
@@ -112,10 +115,65 @@ SWITCHES: tuple[Switch, ...] = (
     )),
 )
 
+# DPDFD's switches; words: lines of ../shared/papers/dpdfd-ijcai2023.md. What DPDFD's Alg. 1 settles (fresh latents,
+# line 2; one student step, line 12; the student before the generator, lines 12 and 14) is not a switch here.
+DPDFD_SWITCHES: tuple[Switch, ...] = (
+    Switch("teacher target", "method.teacher_target", lambda c: _select(c, "method.teacher_target"), (
+        Reading("argmax", FAITHFUL, 'l.124 "we treat argmax(phi_t(theta_t; D)) as the target labels"', literal=True),
+        Reading("soft", FAITHFUL, 'l.124 "the distillation loss L_T same as [Zhao et al., 2022]": DKD distils the '
+                "teacher's softmax"),
+    )),
+    Switch("activation sign", "method.generator_loss.activation_sign",
+           lambda c: _select(c, "method.generator_loss.activation_sign"), (
+        Reading("minimize", FAITHFUL, 'l.130 Eq. (5) "+ beta ||phi_s(theta_s; D)||_2", minimised as printed',
+                literal=True),
+        Reading("maximize", FAITHFUL, 'l.134 "tend to receive higher activation value if input data are real"'),
+    )),
+    Switch("entropy form", "method.generator_loss.entropy_form",
+           lambda c: _select(c, "method.generator_loss.entropy_form"), (
+        Reading("per_sample", FAITHFUL, 'l.130 Eq. (5) "+ alpha phi_s(theta_s; D) log(phi_s(theta_s; D))" on each '
+                "sample", literal=True),
+        Reading("batch_mean", FAITHFUL, 'l.134 "the information entropy loss to measure the class balance of '
+                'generated data"'),
+    )),
+    Switch("L_s in the generator's loss", "method.generator_loss.student_loss",
+           lambda c: _select(c, "method.generator_loss.student_loss"), (
+        Reading("minimize", FAITHFUL, 'l.119 Alg. 1 line 14 "theta_g - gamma_g d(L_S + L_G)/d theta_g"', literal=True),
+        Reading("maximize", FAITHFUL, 'l.31 "update the generator by taking the student as a fixed discriminator", '
+                "read adversarially"),
+    )),
+    Switch("generator output", "model.generator.output", lambda c: _select(c, "model.generator.output"), (
+        Reading("tanh", FAITHFUL, "the paper gives no generator; tanh ends DCGAN's", literal=True),
+        Reading("tanh_batchnorm", FAITHFUL, 'DAFL (l.49 "[Chen et al., 2019] proposed ... DAFL"), whose generator '
+                "ends in an affine-free BatchNorm"),
+    )),
+    Switch("teacher", "model/teacher", teacher_text, (
+        Reading("small_cnn, [-1, 1]", SUBSTITUTE, 'l.180 "For ResNet, we use ... 34-layer networks for others": the '
+                "harness's small CNN, pixels in [-1, 1]"),
+        Reading("lenet5, mean/std", SUBSTITUTE, 'l.180 "34-layer networks for others": DAFL\'s LeNet-5, MNIST '
+                "mean/std, 32 px"),
+    )),
+)
+
+# Per seed method, its paper's switches and the file their words quote.
+SWITCH_SETS: dict[str, tuple[Switch, ...]] = {"dpsd": DPSD_SWITCHES, "dpsd_t": DPSD_SWITCHES, "dpdfd": DPDFD_SWITCHES}
+PAPER_FILES = {"dpsd": "dpsd-model-transcription.txt", "dpsd_t": "dpsd-model-transcription.txt",
+               "dpdfd": "dpdfd-ijcai2023.md"}
+READ_METHODS = tuple(SWITCH_SETS)  # the seed methods a readings spec reads; any other method there is a control
+# Every switch name once (a name two papers share reads the same config key: one column of seed_rows)
+_READERS: dict[str, Callable[[DictConfig], str]] = {
+    switch.name: switch.read for switches in SWITCH_SETS.values() for switch in switches}
+
+
+def switches_of(rows: pd.DataFrame) -> tuple[Switch, ...]:
+    """The switches of the seed method ``rows`` hold (rows of one paper; DPSD's where none is a seed method)."""
+    methods = [m for m in dict.fromkeys(rows["method"]) if m in SWITCH_SETS]
+    return SWITCH_SETS[methods[0]] if methods else DPSD_SWITCHES
+
 
 def switch_values(cfg: DictConfig) -> dict[str, str]:
-    """Each switch's value in a run's resolved config."""
-    return {switch.name: switch.read(cfg) for switch in SWITCHES}
+    """Every switch's value in a run's resolved config (the dash where the method has no such setting)."""
+    return {name: read(cfg) for name, read in _READERS.items()}
 
 
 def seed_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -123,7 +181,7 @@ def seed_rows(frame: pd.DataFrame) -> pd.DataFrame:
     done = frame[frame["status"] == RUN]
     rows = [{"method": row["method"], "group": row["group"], "seed": row["seed"], "accuracy": row["accuracy"],
              "config_hash": row.get("config_hash", ""), **switch_values(row["config"])} for _, row in done.iterrows()]
-    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "config_hash", *(s.name for s in SWITCHES)])
+    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "config_hash", *_READERS])
 
 
 def _mean_std(values: pd.Series) -> str:
@@ -133,8 +191,8 @@ def _mean_std(values: pd.Series) -> str:
 
 
 def varied(rows: pd.DataFrame) -> list[Switch]:
-    """The switches that take more than one value among ``rows``."""
-    return [s for s in SWITCHES if rows[s.name].nunique() > 1]
+    """The switches of ``rows``' method that take more than one value among them."""
+    return [s for s in switches_of(rows) if rows[s.name].nunique() > 1]
 
 
 EFFECT_COLUMNS = ["Switch", "Config", "Value", "Reading", "Paper's words", "R3 (%)", "Runs × seeds", "Effect (points)",
@@ -185,7 +243,7 @@ def chosen_defaults(rows: pd.DataFrame, teacher: str) -> dict[str, str]:
     fraction a main effect carries two-factor interactions, so the best value of each switch on its own can
     make a combination that was never run (on MNIST, resample's +26 points came from the runs with five
     student steps, a repair)."""
-    judged = [s for s in SWITCHES if s.name != "teacher"]
+    judged = [s for s in switches_of(rows) if s.name != "teacher"]
     shown = [s for s in varied(rows) if s.name != "teacher"]
     runs = []
     for _, at in rows[rows["teacher"] == teacher].groupby("group", sort=False):
@@ -266,7 +324,7 @@ def centre_table(rows: pd.DataFrame) -> pd.DataFrame:
     for group in order[1:]:
         at = rows[rows["group"] == group]
         first = at.iloc[0]
-        changed = [switch for switch in SWITCHES if first[switch.name] != values[switch.name]]
+        changed = [switch for switch in switches_of(rows) if first[switch.name] != values[switch.name]]
         common = set(at["seed"]) & set(centre["seed"])
         change = (at[at["seed"].isin(common)]["accuracy"].mean() - centre[centre["seed"].isin(common)]["accuracy"].mean()
                   if common else math.nan)
@@ -293,10 +351,10 @@ def control_table(rows: pd.DataFrame) -> pd.DataFrame:
 def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str | None,
                       one_at_a_time: bool = False) -> str:
     """The readings page section: per method the main effects, the runs, the chosen defaults (a fraction), or
-    the changes around the centre (``one_at_a_time``); then the discriminator interaction and the controls (the
-    methods that are not readings of DPSD)."""
-    controls = control_table(rows[~rows["method"].isin(DISCRIMINATOR_METHODS)])
-    rows = rows[rows["method"].isin(DISCRIMINATOR_METHODS)]
+    the changes around the centre (``one_at_a_time``); then the discriminator interaction (DPSD beside DPSD-T) and
+    the controls (the methods that are not a seed method's readings)."""
+    controls = control_table(rows[~rows["method"].isin(READ_METHODS)])
+    rows = rows[rows["method"].isin(READ_METHODS)]
     lines = [f"## {title}", "", design, ""]
     if figure and not one_at_a_time:
         lines += [f"![Main effects of the readings]({figure})", ""]
@@ -307,7 +365,7 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         if one_at_a_time:
             centre = at[at["group"] == at.iloc[0]["group"]].iloc[0]
             lines += [f"### {method}: one switch at a time around the centre", "",
-                      "Centre: " + ", ".join(f"{s.name} = {centre[s.name]}" for s in SWITCHES) + ".", "",
+                      "Centre: " + ", ".join(f"{s.name} = {centre[s.name]}" for s in switches_of(at)) + ".", "",
                       _table(centre_table(at)), ""]
             continue
         effects = main_effects(at)
@@ -327,6 +385,7 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
                 f"Default by the rule: not chosen yet (a run here has {seeds} seed; the rule needs {MIN_SEEDS} on every "
                 f"run). With these runs it would read: " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + ".")
         lines += [f"### {method}: readings at R3", "",
+                  f"The paper's words: lines (l.) of `../shared/papers/{PAPER_FILES[method]}`. "
                   f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
                   f"(over {counts['teachers']} teachers), at least {counts['seeds']} seeds each. "
                   + (f"Best faithful run: {best['R3 (%)']}% (n = {best['Seeds']})." if best is not None else ""), "",
@@ -343,7 +402,7 @@ def searched(rows: pd.DataFrame) -> dict[str, dict[str, object]]:
     """Per seed method of a readings design: the faithful readings run, teachers, least seeds per run, and its
     best faithful run's R3 (mean ± std, n): what a method's verdict sentence says was searched."""
     out: dict[str, dict[str, object]] = {}
-    for method in DISCRIMINATOR_METHODS:
+    for method in READ_METHODS:
         at = rows[rows["method"] == method]
         if at.empty:
             continue

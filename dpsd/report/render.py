@@ -207,7 +207,7 @@ def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: sit
     title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
     caption = (f"{spec.feeds.get('title', spec.name)}: mean R3 at each value of each switch (error bars: sample std over "
                f"the runs and seeds at that value, which differ in the other switches); {scale_line}.")
-    design = rows[rows["method"].isin(readings.DISCRIMINATOR_METHODS)]
+    design = rows[rows["method"].isin(readings.READ_METHODS)]
     one_at_a_time = spec.feeds.get("layout") == "one_at_a_time"
     png = (readings.effects_figure(design, caption, out / "figures" / f"{spec.name}.png")
            if len(design) and not one_at_a_time else None)

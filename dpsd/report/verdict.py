@@ -135,8 +135,8 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
         elif short:
             ref, _, _, group = max(short, key=lambda item: item[2])
             search = (searched or {}).get(method)
-            coverage = (f"{search['readings']} faithful readings run on {search['teachers']} teachers "
-                        f"({search['seeds']} seed{'' if search['seeds'] == 1 else 's'} each)"
+            coverage = (f"{_count(search['readings'], 'faithful reading')} run on "
+                        f"{_count(search['teachers'], 'teacher')} ({_count(search['seeds'], 'seed')} each)"
                         if search else "the harness's one reading on 1 teacher")
             text = f"does not reproduce under any of {coverage}; closest {_stated(ref, group)}"
             if search:
@@ -147,6 +147,11 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
             text = "not run"
         sentences.append(f"- **{name}**: {text}.")
     return sentences
+
+
+def _count(n: int, noun: str) -> str:
+    """``n noun`` with the noun's plural where n is not 1."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _x(value: float, infinity: float) -> float:
