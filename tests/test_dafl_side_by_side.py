@@ -85,3 +85,49 @@ def test_runs_made_apart_combine_into_one_table_at_the_epochs_every_run_reached(
 def test_a_folder_that_is_not_dafl_s_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="must be DAFL's folder: missing .*teacher-train.py"):
         tool().main(["--official", str(tmp_path), "data.root=."])
+
+
+# Stands in for DAFL's lenet.py: its LeNet-5 as DAFL writes it (named layers, flattened after conv3's ReLU).
+STAND_IN_LENET = '''
+import torch.nn as nn
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.relu1, self.maxpool1 = nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2, stride=2)
+        self.conv2, self.relu2, self.maxpool2 = nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2, stride=2)
+        self.conv3, self.relu3 = nn.Conv2d(16, 120, 5), nn.ReLU()
+        self.fc1, self.relu4, self.fc2 = nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10)
+    def forward(self, img):
+        out = self.maxpool1(self.relu1(self.conv1(img)))
+        out = self.maxpool2(self.relu2(self.conv2(out)))
+        feature = self.relu3(self.conv3(out)).view(-1, 120)
+        return self.fc2(self.relu4(self.fc1(feature)))
+'''
+
+
+def test_the_official_teacher_crossed_into_ours_answers_as_it_does(tmp_path):
+    """--teacher official: the pickled official LeNet-5's weights, mapped by position onto our LeNet-5, give the
+    same logits (so a crossed run trains against the very teacher the official side uses)."""
+    import sys
+
+    import torch
+
+    from dpsd.models import build_classifier
+
+    (tmp_path / "lenet.py").write_text(STAND_IN_LENET)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import lenet
+        torch.manual_seed(0)
+        theirs = lenet.LeNet5().eval()
+        torch.save(theirs, tmp_path / "teacher")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("lenet", None)
+    ours = build_classifier("lenet5", 1, 32, 10).eval()
+    ours.load_state_dict(tool().official_teacher_weights(tmp_path, tmp_path, ours))
+    images = torch.randn(5, 1, 32, 32)
+    with torch.no_grad():
+        assert torch.allclose(ours(images), theirs(images), atol=1e-6)
+    with pytest.raises(ConfigError, match="not a LeNet-5 like ours"):
+        tool().official_teacher_weights(tmp_path, tmp_path, build_classifier("lenet5_half", 1, 32, 10))

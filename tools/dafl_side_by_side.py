@@ -1,7 +1,7 @@
 """DAFL on MNIST beside DAFL's own code, epoch by epoch, on this machine (the calibration anchor).
 
     python tools/dafl_side_by_side.py --official PATH/TO/DAFL [--epochs 5] [--seeds 0 1] [--sides official ours]
-        [--json OUT] data.root=../shared/data [overrides]
+        [--teacher own|official] [--json OUT] data.root=../shared/data [overrides]
     python tools/dafl_side_by_side.py --combine A.json B.json ...   # one table from runs made apart
 
 ``PATH/TO/DAFL`` is the ``DAFL/`` folder of ``huawei-noah/Data-Efficient-Model-Compression`` (Chen et
@@ -16,7 +16,9 @@ al., ICCV 2019; BSD-3; not part of this repository: clone it yourself). For each
   line is printed when an Adam optimiser is made (just before each script's loop) and when a test
   evaluation starts, so that an epoch's training seconds run from the optimiser (epoch 0) or the previous
   evaluation's end to the next evaluation's start;
-* **ours**: ``method=dafl`` (its teacher trained or found in the cache), the same epochs of the same
+* **ours**: ``method=dafl`` (its teacher trained or found in the cache; ``--teacher official``: the official
+  ``teacher-train.py``'s teacher at the same seed, its weights loaded into our LeNet-5, a crossed run that asks
+  whether the teacher explains a gap between the sides), the same epochs of the same
   trainer that ``dpsd run`` steps, the student evaluated on the test split after each epoch (the final
   iterate; nothing is selected).
 
@@ -46,6 +48,7 @@ from dpsd.data import load_data
 from dpsd.errors import ConfigError
 from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
+from dpsd.models import build_classifier
 from dpsd.privacy.accounting import Ledger
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 
@@ -109,15 +112,37 @@ def run_official(script: Path, seed: int, args: list[str], log: Path, epochs: li
     return epochs
 
 
-def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: Path, result: dict,
-                  on_epoch=lambda: None) -> dict:
-    """The official teacher, then the official DAFL for ``epochs`` epochs, at ``seed``, filled into ``result``."""
+def official_teacher(folder: Path, seed: int, data_root: Path, work: Path) -> tuple[Path, float]:
+    """The official ``teacher-train.py`` at ``seed``: the folder its pickled ``teacher`` lies in, and its last test
+    accuracy."""
     models = work / f"official_seed{seed}"
     models.mkdir(parents=True, exist_ok=True)
     teacher = run_official(folder / "teacher-train.py", seed,
                            ["--dataset", "MNIST", "--data", f"{data_root}/", "--output_dir", f"{models}/"],
                            work / f"official_teacher_seed{seed}.log")
-    result.update(seed=seed, teacher_accuracy=teacher[-1]["accuracy"], epochs=[])
+    return models, teacher[-1]["accuracy"]
+
+
+def official_teacher_weights(folder: Path, models: Path, ours: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The official pickled teacher's weights as a state dict of our LeNet-5 ``ours``: both hold the same tensors
+    in the same order (conv1-3, fc1-2 there; features.*, classifier.* here), matched by position and shape."""
+    sys.path.insert(0, str(folder))  # unpickling needs DAFL's lenet.py
+    try:
+        theirs = list(torch.load(models / "teacher", map_location="cpu", weights_only=False).state_dict().values())
+    finally:
+        sys.path.remove(str(folder))
+    keys = list(ours.state_dict())
+    if len(theirs) != len(keys) or any(t.shape != ours.state_dict()[k].shape for t, k in zip(theirs, keys)):
+        raise ConfigError(f"the official teacher in {models} is not a LeNet-5 like ours: "
+                          f"{[tuple(t.shape) for t in theirs]}")
+    return dict(zip(keys, theirs))
+
+
+def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: Path, result: dict,
+                  on_epoch=lambda: None) -> dict:
+    """The official teacher, then the official DAFL for ``epochs`` epochs, at ``seed``, filled into ``result``."""
+    models, accuracy = official_teacher(folder, seed, data_root, work)
+    result.update(seed=seed, teacher_accuracy=accuracy, epochs=[])
     run_official(folder / "DAFL-train.py", seed,
                  ["--dataset", "MNIST", "--data", f"{data_root}/", "--teacher_dir", f"{models}/",
                   "--output_dir", f"{models}/", "--n_epochs", str(epochs)],
@@ -125,9 +150,10 @@ def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: P
     return result
 
 
-def dafl_trainer(overrides: list[str], seed: int):
+def dafl_trainer(overrides: list[str], seed: int, teacher_weights: dict[str, torch.Tensor] | None = None):
     """``method=dafl`` at DAFL's sizes and ``seed``, untracked: ``(cfg, data, trainer, teacher record)``, its teacher
-    trained or found in the cache; the trainer's ``step()`` is one iteration of ``dpsd run``'s loop."""
+    trained or found in the cache, or holding ``teacher_weights`` (the official teacher's, for a crossed run); the
+    trainer's ``step()`` is one iteration of ``dpsd run``'s loop."""
     cfg = compose(["method=dafl", "dataset=mnist", "scale=paper", "tracking=none", *overrides, f"seed={seed}"])
     validate(cfg)
     cfg = resolve_paths(cfg)
@@ -135,19 +161,24 @@ def dafl_trainer(overrides: list[str], seed: int):
     torch.manual_seed(seed)
     data = load_data(cfg)
     teacher, record = load_or_train_teacher(cfg, data, device)
+    if teacher_weights is not None:
+        teacher.load_state_dict(teacher_weights)
+        record = {**record, "test_accuracy": evaluate_accuracy(teacher, data.test, device), "source": "official"}
     torch.manual_seed(seed)
     rng = torch.Generator(device=device).manual_seed(seed)
     ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=device, rng=rng, ledger=Ledger())
     return cfg, data, METHODS.get("dafl")().make_trainer(ctx), record
 
 
-def ours_seed(overrides: list[str], seed: int, epochs: int, result: dict, on_epoch=lambda: None) -> dict:
-    """``method=dafl`` at ``seed``: its teacher, then ``epochs`` x 120 steps of its trainer, the
-    student evaluated on the test split after each epoch, filled into ``result``."""
-    cfg, data, trainer, record = dafl_trainer(overrides, seed)
+def ours_seed(overrides: list[str], seed: int, epochs: int, result: dict, on_epoch=lambda: None,
+              teacher_weights: dict[str, torch.Tensor] | None = None) -> dict:
+    """``method=dafl`` at ``seed``: its teacher (or ``teacher_weights``), then ``epochs`` x 120 steps of its trainer,
+    the student evaluated on the test split after each epoch, filled into ``result``."""
+    cfg, data, trainer, record = dafl_trainer(overrides, seed, teacher_weights)
     device = trainer.device
     per_epoch = int(cfg.method.iterations_per_epoch)
-    result.update(seed=seed, teacher_accuracy=record["test_accuracy"], epochs=[], device=str(device))
+    result.update(seed=seed, teacher_accuracy=record["test_accuracy"], epochs=[], device=str(device),
+                  teacher=record.get("source", "ours"))
     for epoch in range(epochs):
         start = time.perf_counter()
         for _ in range(per_epoch):
@@ -221,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sides", nargs="+", choices=("official", "ours"), default=["official", "ours"])
     parser.add_argument("--json", type=Path, help="write every figure to this file (again after every epoch)")
     parser.add_argument("--combine", type=Path, nargs="+", help="print the table of these --json files instead")
+    parser.add_argument("--teacher", choices=("own", "official"), default="own",
+                        help="ours with its own teacher, or with the official teacher-train.py's (a crossed run: "
+                             "does the teacher explain a gap between the sides?)")
     args = parser.parse_args(argv)
     if args.combine:
         merged = combine(args.combine)
@@ -252,7 +286,12 @@ def main(argv: list[str] | None = None) -> None:
             official_seed(args.official.resolve(), seed, args.epochs, Path(cfg.data.root), work, state["official"][-1], save)
         if "ours" in args.sides:
             state["ours"].append({})
-            ours_seed(args.overrides, seed, args.epochs, state["ours"][-1], save)
+            weights = None
+            if args.teacher == "official":
+                models, _ = official_teacher(args.official.resolve(), seed, Path(cfg.data.root), work)
+                weights = official_teacher_weights(args.official.resolve(), models,
+                                                   build_classifier("lenet5", 1, 32, 10))
+            ours_seed(args.overrides, seed, args.epochs, state["ours"][-1], save, weights)
     if state["official"] and state["ours"]:
         state["table"] = table(state["official"], state["ours"], args.seeds)
         print("\n".join(state["table"]))

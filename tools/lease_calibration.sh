@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The calibration and readings runs that need a GPU, as one command on a lent GPU machine (issues 33 and 34):
+# The calibration runs that need a GPU, as one command on a lent GPU machine (issues 33 and 34), in two phases:
 #   1. DAFL Table 1's DAFL row at DAFL's budget (sweeps/dafl_table1.yaml, scale=paper: 200 epochs of 120
-#      iterations of 512), seeds 0-2, three processes (the other rows are archived; run_cells skips them);
-#   2. DAFL beside DAFL's own code for 200 epochs, seeds 0 and 1, each side and seed its own process
-#      (tools/dafl_side_by_side.py; per-epoch JSON, so a run stopped by the lease keeps its epochs);
-#   3. the ladders with three seeds (ResNet-34, then LeNet-5), as long as the lease allows.
-# Every process runs one intra-op thread (OMP_NUM_THREADS=1): the last lease's DAFL runs, four side-by-side
-# processes at 16 threads each beside 14 others, ran about four times slower than one alone.
+#      iterations of 512), seeds 0-2, three processes with the GPU to themselves (crowded, two leases ended them
+#      at 30-36%), beside one process for the ladders' cells the archive lacks (ResNet-34, then LeNet-5);
+#   2. DAFL beside DAFL's own code for the first 5 epochs, seeds 0 and 1, ours with the official teacher
+#      (tools/dafl_side_by_side.py --teacher official: does the teacher explain why ours runs ahead early?).
+# Every process runs one intra-op thread (OMP_NUM_THREADS=1): four side-by-side processes at 16 threads each
+# beside 14 others ran about four times slower than one alone.
 # Cells run through tools/run_cells.py (the machine has no Ray), each process in its own SQLite store; back here,
 # `dpsd sync /tmp/dpsd_gpu/<pool>/w<k> --to sqlite:///<results_dir>/mlflow.db` copies them into the store
 # (the stores come back without the model weights and sample grids: the transfer holds 64 MiB).
@@ -42,17 +42,22 @@ if command -v nvidia-cuda-mps-control > /dev/null; then
   fi
 fi
 D="data.root=/tmp/data"
-timeout $STOP $PY tools/run_cells.py dafl_table1 --processes 3 --stores /tmp/dpsd_gpu/paper \
+PHASE2=150   # seconds left for phase 2 when phase 1 ends
+timeout $((STOP - PHASE2)) $PY tools/run_cells.py dafl_table1 --processes 3 --stores /tmp/dpsd_gpu/paper \
   scale=paper $D results_dir=/tmp/dpsd_gpu/results_paper $EXTRA > /tmp/logs/cells_paper.log 2>&1 &
-for seed in 0 1; do  # both sides to DAFL's 200 epochs (per-epoch curves; ours is also the tracked cells above)
-  for side in official ours; do
-    timeout $STOP $PY tools/dafl_side_by_side.py --official $OFFICIAL --sides $side --seeds $seed --epochs 200 \
-      --json "$OUT/sbs_${side}_s$seed.json" $D results_dir=/tmp/sbs $EXTRA > /tmp/logs/sbs_${side}_s$seed.log 2>&1 &
-  done
+PAPER=$!
+timeout $STOP $PY tools/run_cells.py ladder_resnet34 ladder_lenet5 --processes 1 --stores /tmp/dpsd_gpu/ladders \
+  --deadline $((STOP - 120)) $D results_dir=/tmp/dpsd_gpu/results $EXTRA > /tmp/logs/cells_ladders.log 2>&1 &
+while kill -0 $PAPER 2> /dev/null; do  # phase 1 ends with the DAFL cells (done, or stopped PHASE2 s before STOP)
+  sleep 20; grep -h "dafl: step" /tmp/logs/cells_paper.log | tail -3 | tr '\n' ' '; echo
 done
-timeout $STOP $PY tools/run_cells.py ladder_resnet34 ladder_lenet5@3 --processes 5 --stores /tmp/dpsd_gpu/ladders \
-  --deadline $((STOP - 60)) $D results_dir=/tmp/dpsd_gpu/results $EXTRA > /tmp/logs/cells_ladders.log 2>&1 &
-while [ -n "$(jobs -r)" ]; do sleep 20; grep -h "run_cells: {" /tmp/logs/cells_*.log | wc -l | xargs echo "cells done:"; done
+for seed in 0 1; do  # phase 2: both sides' first 5 epochs, ours with the official teacher
+  timeout $((STOP - SECONDS)) $PY tools/dafl_side_by_side.py --official $OFFICIAL --sides official --seeds $seed \
+    --epochs 5 --json "$OUT/sbs_official_s$seed.json" $D results_dir=/tmp/sbs $EXTRA > /tmp/logs/sbs_official_s$seed.log 2>&1 &
+  timeout $((STOP - SECONDS)) $PY tools/dafl_side_by_side.py --official $OFFICIAL --sides ours --teacher official \
+    --seeds $seed --epochs 5 --json "$OUT/sbs_crossed_s$seed.json" $D results_dir=/tmp/sbs_crossed $EXTRA \
+    > /tmp/logs/sbs_crossed_s$seed.log 2>&1 &
+done
 wait
 grep -h "teacher\|finished\|deadline\|failed" /tmp/logs/cells_*.log | cut -c1-400
 tail -n 3 /tmp/logs/sbs_*.log
