@@ -3,7 +3,8 @@
 
 Alg. 1 is DPSD's data-sensitive iteration with DPDFD's losses, so it runs on
 :class:`~dpsd.methods.dpsd.DPSDTrainer`: (1) fresh latents z give a synthetic batch (lines 2-3);
-(2) L_T, DKD against the teacher's argmax label (§4.2, "same as [Zhao et al., 2022]"), is
+(2) L_T, DKD (§4.2, "same as [Zhao et al., 2022]") against the teacher's softmax (``method.teacher_target=soft``,
+the readings search's choice, results/readings.md) or its argmax label (§4.2's words, ``argmax``), is
 differentiated w.r.t. the student's outputs, each row normalised to norm C (line 7) and noised with
 N(0, sigma^2 C^2) (line 9): the mechanism A_{C,sigma} of Eq. (4); (3) the student descends the
 cross-entropy to y_s = Phi_s - gamma * g~ (lines 10-12, Eq. (3)); (4) the generator descends
@@ -165,7 +166,7 @@ def plan_dpdfd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
 
 
 class DPDFDAnnotator(PrivateAnnotator):
-    """A_{C,sigma} of Eq. (4) on DPDFD's L_T: no top-k operator, argmax teacher labels (§4.2)."""
+    """A_{C,sigma} of Eq. (4) on DPDFD's L_T: no top-k operator, the teacher's targets of ``method.teacher_target``."""
 
     def __call__(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
         if self.privacy.mode == "none":  # the ladder's R3: no mechanism, the members' mean soft output
