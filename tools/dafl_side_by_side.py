@@ -131,11 +131,11 @@ def official_teacher_weights(folder: Path, models: Path, ours: torch.nn.Module) 
         theirs = list(torch.load(models / "teacher", map_location="cpu", weights_only=False).state_dict().values())
     finally:
         sys.path.remove(str(folder))
-    keys = list(ours.state_dict())
-    if len(theirs) != len(keys) or any(t.shape != ours.state_dict()[k].shape for t, k in zip(theirs, keys)):
+    mine = ours.state_dict()
+    if len(theirs) != len(mine) or any(t.shape != m.shape for t, m in zip(theirs, mine.values())):
         raise ConfigError(f"the official teacher in {models} is not a LeNet-5 like ours: "
                           f"{[tuple(t.shape) for t in theirs]}")
-    return dict(zip(keys, theirs))
+    return dict(zip(mine, theirs))
 
 
 def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: Path, result: dict,
@@ -233,13 +233,14 @@ def table(official: list[dict], ours: list[dict], seeds: list[int], threads: lis
 
 def combine(paths: list[Path]) -> dict:
     """The runs of several ``--json`` files (one side or seed each) as one."""
-    merged = {"official": [], "ours": []}
+    merged, threads = {"official": [], "ours": []}, set()
     for path in paths:
         saved = json.loads(path.read_text())
         for side in merged:
             merged[side] += [run for run in saved[side] if run.get("epochs")]
+        threads.add(saved.get("threads"))
     merged["seeds"] = sorted({run["seed"] for side in ("official", "ours") for run in merged[side]})
-    merged["threads"] = sorted({json.loads(path.read_text()).get("threads") for path in paths} - {None})
+    merged["threads"] = sorted(threads - {None})
     return merged
 
 

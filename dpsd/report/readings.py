@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -51,8 +51,12 @@ class Reading:
 class Switch:
     name: str
     key: str  # the config key(s) a spec sets, as a reader types them
-    read: Callable[[DictConfig], str]
     readings: tuple[Reading, ...]
+    reader: Callable[[DictConfig], str] | None = None  # how its value is read where it is not the key's value
+
+    def read(self, cfg: DictConfig) -> str:
+        """The switch's value in ``cfg``: its reader's, or the key's (the dash where the method has none)."""
+        return self.reader(cfg) if self.reader is not None else _select(cfg, self.key)
 
     def reading(self, value: str) -> Reading:
         for reading in self.readings:
@@ -71,109 +75,117 @@ def _rates(cfg: DictConfig) -> str:
     return "paper" if math.isclose(float(cfg.method.student_lr), 0.1) else f"student {float(cfg.method.student_lr):g}"
 
 
+def _generator_output(tanh_words: str, batchnorm_words: str) -> Switch:
+    """The generator's last layer, which neither paper describes: DCGAN's tanh (literal: the harness's generator),
+    or DAFL's tanh and affine-free BatchNorm, with the paper's words that point to DAFL."""
+    return Switch("generator output", "model.generator.output", (
+        Reading("tanh", FAITHFUL, f"{tanh_words}; tanh ends DCGAN's", literal=True),
+        Reading("tanh_batchnorm", FAITHFUL, batchnorm_words),
+    ))
+
+
+def _teacher(resnet_words: str) -> Switch:
+    """The teacher, a substitute for the paper's ResNet-34 (``resnet_words``: its line), as the readings ran it."""
+    return Switch("teacher", "model/teacher", reader=teacher_text, readings=(
+        Reading("small_cnn, [-1, 1]", SUBSTITUTE, f"{resnet_words}: the harness's small CNN, pixels in [-1, 1]"),
+        Reading("lenet5, mean/std", SUBSTITUTE, f"{resnet_words}: DAFL's LeNet-5, MNIST mean/std, 32 px"),
+    ))
+
+
 # DPSD's switches; words: lines of ../shared/papers/dpsd-model-transcription.txt
 DPSD_SWITCHES: tuple[Switch, ...] = (
-    Switch("latents", "method.latents", lambda c: _select(c, "method.latents"), (
+    Switch("latents", "method.latents", (
         Reading("trainable", FAITHFUL, 'l.95 Alg. 1 line 1 "generate a batch of random vectors Z(0)", l.100 line 6 '
                 '"and the random vectors with z_i(t+1) = z_i(t) - gamma_g ..."', literal=True),
         Reading("resample", FAITHFUL, 'l.49 "This step samples b Gaussian noise vectors {z_i} and feeds them into '
                 'Phi_g"; l.28 Fig. 2 "generates synthetic data from random vectors z under Gaussian distribution"'),
     )),
-    Switch("student steps", "method.student_steps", lambda c: _select(c, "method.student_steps"), (
+    Switch("student steps", "method.student_steps", (
         Reading("1", FAITHFUL, 'l.99 Alg. 1 line 5 "update the student with w_s(t+1) = w_s(t) - gamma_s dL_s/dw_s"',
                 literal=True),
         Reading("5", REPAIR, "none: Alg. 1 updates the student once an iteration (DFAD's five steps a round)"),
     )),
-    Switch("L_s in the generator's loss", "method.generator_loss.student_loss",
-           lambda c: _select(c, "method.generator_loss.student_loss"), (
+    Switch("L_s in the generator's loss", "method.generator_loss.student_loss", (
         Reading("minimize", FAITHFUL, 'l.100 Alg. 1 line 6 "update the generator with w_g(t+1) = w_g(t) - gamma_g '
                 'd(L_s + L_g)/dw_g"', literal=True),
         Reading("maximize", FAITHFUL, 'l.84 "we can treat the student as a discriminator variant and enable generator '
                 'update via adversarial learning"'),
         Reading("off", FAITHFUL, "Table VI's ablation of the loss terms"),
     )),
-    Switch("learning rates", "method.student_lr", _rates, (
+    Switch("learning rates", "method.student_lr", reader=_rates, readings=(
         Reading("paper", FAITHFUL, 'l.155 "The learning rates for student and generator update are set to gamma_s = 0.1 '
                 'and gamma_g = 0.01", on the weights as l.99 Alg. 1 line 5 writes gamma_s', literal=True),
         Reading("student 0.001", FAITHFUL, 'l.62 "where gamma_s is the learning rate" of Eq. (3): gamma_s read as the '
                 "output step only; the weights' Adam rate unstated (Adam's default 1e-3)"),
     )),
-    Switch("update order", "method.update_order", lambda c: _select(c, "method.update_order"), (
+    Switch("update order", "method.update_order", (
         Reading("student_first", FAITHFUL, "l.99-100 Alg. 1 lines 5-6: the student, then the generator", literal=True),
         Reading("generator_first", FAITHFUL, 'l.92 "we update the generator as well as its inputs with L_s + L_g and '
                 'sample data with the trained inputs to update the student with L_s"'),
     )),
-    Switch("generator output", "model.generator.output", lambda c: _select(c, "model.generator.output"), (
-        Reading("tanh", FAITHFUL, "the paper does not describe its generator; tanh ends DCGAN's", literal=True),
-        Reading("tanh_batchnorm", FAITHFUL, "DAFL [11]'s generator, whose losses Eq. (8) takes (l.84 "
-                '"[11, 28]"), ends in an affine-free BatchNorm'),
-    )),
-    Switch("teacher", "model/teacher", teacher_text, (
-        Reading("small_cnn, [-1, 1]", SUBSTITUTE, 'l.155 "ResNet34 as teacher": the harness\'s small CNN, '
-                "pixels in [-1, 1]"),
-        Reading("lenet5, mean/std", SUBSTITUTE, "l.155 \"ResNet34 as teacher\": DAFL's LeNet-5, MNIST mean/std, 32 px"),
-    )),
+    _generator_output("the paper does not describe its generator",
+                      "DAFL [11]'s generator, whose losses Eq. (8) takes (l.84 \"[11, 28]\"), ends in an affine-free "
+                      "BatchNorm"),
+    _teacher('l.155 "ResNet34 as teacher"'),
 )
 
 # DPDFD's switches; words: lines of ../shared/papers/dpdfd-ijcai2023.md. What DPDFD's Alg. 1 settles (fresh latents,
 # line 2; one student step, line 12; the student before the generator, lines 12 and 14) is not a switch here.
 DPDFD_SWITCHES: tuple[Switch, ...] = (
-    Switch("teacher target", "method.teacher_target", lambda c: _select(c, "method.teacher_target"), (
+    Switch("teacher target", "method.teacher_target", (
         Reading("argmax", FAITHFUL, 'l.124 "we treat argmax(phi_t(theta_t; D)) as the target labels"', literal=True),
         Reading("soft", FAITHFUL, 'l.124 "the distillation loss L_T same as [Zhao et al., 2022]": DKD distils the '
                 "teacher's softmax"),
     )),
-    Switch("activation sign", "method.generator_loss.activation_sign",
-           lambda c: _select(c, "method.generator_loss.activation_sign"), (
+    Switch("activation sign", "method.generator_loss.activation_sign", (
         Reading("minimize", FAITHFUL, 'l.130 Eq. (5) "+ beta ||phi_s(theta_s; D)||_2", minimised as printed',
                 literal=True),
         Reading("maximize", FAITHFUL, 'l.134 "tend to receive higher activation value if input data are real"'),
     )),
-    Switch("entropy form", "method.generator_loss.entropy_form",
-           lambda c: _select(c, "method.generator_loss.entropy_form"), (
+    Switch("entropy form", "method.generator_loss.entropy_form", (
         Reading("per_sample", FAITHFUL, 'l.130 Eq. (5) "+ alpha phi_s(theta_s; D) log(phi_s(theta_s; D))" on each '
                 "sample", literal=True),
         Reading("batch_mean", FAITHFUL, 'l.134 "the information entropy loss to measure the class balance of '
                 'generated data"'),
     )),
-    Switch("L_s in the generator's loss", "method.generator_loss.student_loss",
-           lambda c: _select(c, "method.generator_loss.student_loss"), (
+    Switch("L_s in the generator's loss", "method.generator_loss.student_loss", (
         Reading("minimize", FAITHFUL, 'l.119 Alg. 1 line 14 "theta_g - gamma_g d(L_S + L_G)/d theta_g"', literal=True),
         Reading("maximize", FAITHFUL, 'l.31 "update the generator by taking the student as a fixed discriminator", '
                 "read adversarially"),
     )),
-    Switch("generator output", "model.generator.output", lambda c: _select(c, "model.generator.output"), (
-        Reading("tanh", FAITHFUL, "the paper gives no generator; tanh ends DCGAN's", literal=True),
-        Reading("tanh_batchnorm", FAITHFUL, 'DAFL (l.49 "[Chen et al., 2019] proposed ... DAFL"), whose generator '
-                "ends in an affine-free BatchNorm"),
-    )),
-    Switch("teacher", "model/teacher", teacher_text, (
-        Reading("small_cnn, [-1, 1]", SUBSTITUTE, 'l.180 "For ResNet, we use ... 34-layer networks for others": the '
-                "harness's small CNN, pixels in [-1, 1]"),
-        Reading("lenet5, mean/std", SUBSTITUTE, 'l.180 "34-layer networks for others": DAFL\'s LeNet-5, MNIST '
-                "mean/std, 32 px"),
-    )),
+    _generator_output("the paper gives no generator",
+                      'DAFL (l.49 "[Chen et al., 2019] proposed ... DAFL"), whose generator ends in an affine-free '
+                      "BatchNorm"),
+    _teacher('l.180 "For ResNet, we use ... 34-layer networks for others"'),
 )
 
-# Per seed method, its paper's switches and the file their words quote.
-SWITCH_SETS: dict[str, tuple[Switch, ...]] = {"dpsd": DPSD_SWITCHES, "dpsd_t": DPSD_SWITCHES, "dpdfd": DPDFD_SWITCHES}
-PAPER_FILES = {"dpsd": "dpsd-model-transcription.txt", "dpsd_t": "dpsd-model-transcription.txt",
-               "dpdfd": "dpdfd-ijcai2023.md"}
+
+
+class SwitchSet(NamedTuple):
+    """A paper's switches and the file in ../shared/papers/ whose lines their words quote."""
+
+    paper: str
+    switches: tuple[Switch, ...]
+
+
+DPSD_SET = SwitchSet("dpsd-model-transcription.txt", DPSD_SWITCHES)
+# Per seed method, its paper's switches (DPSD-T is DPSD's paper with the teacher as discriminator).
+SWITCH_SETS: dict[str, SwitchSet] = {"dpsd": DPSD_SET, "dpsd_t": DPSD_SET,
+                                     "dpdfd": SwitchSet("dpdfd-ijcai2023.md", DPDFD_SWITCHES)}
 READ_METHODS = tuple(SWITCH_SETS)  # the seed methods a readings spec reads; any other method there is a control
 # Every switch name once (a name two papers share reads the same config key: one column of seed_rows)
-_READERS: dict[str, Callable[[DictConfig], str]] = {
-    switch.name: switch.read for switches in SWITCH_SETS.values() for switch in switches}
+_READERS: dict[str, Switch] = {switch.name: switch for entry in SWITCH_SETS.values() for switch in entry.switches}
 
 
 def switches_of(rows: pd.DataFrame) -> tuple[Switch, ...]:
     """The switches of the seed method ``rows`` hold (rows of one paper; DPSD's where none is a seed method)."""
     methods = [m for m in dict.fromkeys(rows["method"]) if m in SWITCH_SETS]
-    return SWITCH_SETS[methods[0]] if methods else DPSD_SWITCHES
+    return SWITCH_SETS[methods[0]].switches if methods else DPSD_SWITCHES
 
 
 def switch_values(cfg: DictConfig) -> dict[str, str]:
     """Every switch's value in a run's resolved config (the dash where the method has no such setting)."""
-    return {name: read(cfg) for name, read in _READERS.items()}
+    return {name: switch.read(cfg) for name, switch in _READERS.items()}
 
 
 def seed_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -385,7 +397,7 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
                 f"Default by the rule: not chosen yet (a run here has {seeds} seed; the rule needs {MIN_SEEDS} on every "
                 f"run). With these runs it would read: " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + ".")
         lines += [f"### {method}: readings at R3", "",
-                  f"The paper's words: lines (l.) of `../shared/papers/{PAPER_FILES[method]}`. "
+                  f"The paper's words: lines (l.) of `../shared/papers/{SWITCH_SETS[method].paper}`. "
                   f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
                   f"(over {counts['teachers']} teachers), at least {counts['seeds']} seeds each. "
                   + (f"Best faithful run: {best['R3 (%)']}% (n = {best['Seeds']})." if best is not None else ""), "",
