@@ -96,9 +96,10 @@ def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges
         return {"method": method, "dataset": "mnist", "epsilon": float(eps), "status": "run", "accuracy": accuracy,
                 "accuracy_std": 1.0 if seeds > 1 else math.nan, "seeds": seeds, "overrides": {}, "config": cfg}
 
-    refs = pd.DataFrame([ref("dpsd", 1, 97.62), ref("dpdfd", 1, 95.12), ref("dp_dfd", 10, 98.56)])
+    refs = pd.DataFrame([ref("dpsd", 1, 97.62), ref("dpdfd", 1, 95.12), ref("dp_dfd", 10, 98.56), ref("dgd", 1, 88.20)])
     groups = pd.DataFrame([group("dpsd", 1, 16.31, 3, label), group("dpdfd", 1, 96.0, 2, teacher),
-                           group("dp_dfd", 10, 98.0, 1, compose(["method=dp_dfd", "dataset=digits"]))])
+                           group("dp_dfd", 10, 98.0, 1, compose(["method=dp_dfd", "dataset=digits"])),
+                           group("dgd", 1, 20.0, 3, compose(["method=dgd", "dataset=digits"]))])
     searched = {"dpsd": {"readings": 5, "teachers": 2, "seeds": 1, "best": "20.64% (n = 1)"}}
     sentences = method_verdicts(refs, groups, searched)
     assert sentences[0].startswith("- **dpsd (label)**: does not reproduce under any of 5 faithful readings run on 2 "
@@ -106,6 +107,9 @@ def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges
     assert sentences[0].endswith("its best faithful reading reaches 20.64% (n = 1).")
     assert "reproduces (reproduces)" not in sentences[1] and "**dpdfd (data)**: reproduces" in sentences[1]
     assert "one seed so far, no verdict" in sentences[2]
+    # no readings search for a method: the sentence claims no count of readings or teachers it was not given
+    assert "does not reproduce under any of the harness's one reading (no readings search run for it)" in sentences[3]
+    assert "teacher" not in sentences[3]
 
 
 def test_saving_the_frontier_twice_writes_the_same_bytes(tmp_path):

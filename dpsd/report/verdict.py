@@ -137,7 +137,7 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
             search = (searched or {}).get(method)
             coverage = (f"{_count(search['readings'], 'faithful reading')} run on "
                         f"{_count(search['teachers'], 'teacher')} ({_count(search['seeds'], 'seed')} each)"
-                        if search else "the harness's one reading on 1 teacher")
+                        if search else "the harness's one reading (no readings search run for it)")
             text = f"does not reproduce under any of {coverage}; closest {_stated(ref, group)}"
             if search:
                 text += f"; without privacy (R3) its best faithful reading reaches {search['best']}"
