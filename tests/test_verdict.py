@@ -108,7 +108,7 @@ def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges
     assert "reproduces (reproduces)" not in sentences[1] and "**dpdfd (data)**: reproduces" in sentences[1]
     assert "one seed so far, no verdict" in sentences[2]
     # no readings search for a method: the sentence claims no count of readings or teachers it was not given
-    assert "does not reproduce under any of the harness's one reading (no readings search run for it)" in sentences[3]
+    assert "does not reproduce under the harness's one reading (no readings search run for it)" in sentences[3]
     assert "teacher" not in sentences[3]
 
 

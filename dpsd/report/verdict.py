@@ -135,10 +135,10 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
         elif short:
             ref, _, _, group = max(short, key=lambda item: item[2])
             search = (searched or {}).get(method)
-            coverage = (f"{_count(search['readings'], 'faithful reading')} run on "
+            coverage = (f"any of {_count(search['readings'], 'faithful reading')} run on "
                         f"{_count(search['teachers'], 'teacher')} ({_count(search['seeds'], 'seed')} each)"
                         if search else "the harness's one reading (no readings search run for it)")
-            text = f"does not reproduce under any of {coverage}; closest {_stated(ref, group)}"
+            text = f"does not reproduce under {coverage}; closest {_stated(ref, group)}"
             if search:
                 text += f"; without privacy (R3) its best faithful reading reaches {search['best']}"
         elif single:
