@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# The calibration runs that need a GPU, as one command on a lent GPU machine (issues 33 and 34), in two phases:
-#   1. DAFL Table 1's DAFL row at DAFL's budget (sweeps/dafl_table1.yaml, scale=paper: 200 epochs of 120
-#      iterations of 512), seeds 0-2, three processes with the GPU to themselves (crowded, two leases ended them
-#      at 30-36%), beside one process for the ladders' cells the archive lacks (ResNet-34, then LeNet-5);
-#   2. DAFL beside DAFL's own code for the first 5 epochs, seeds 0 and 1, ours with the official teacher
-#      (tools/dafl_side_by_side.py --teacher official: does the teacher explain why ours runs ahead early?).
+# The calibration runs that need a GPU, as one command on a lent GPU machine (issues 33 and 34):
+#   * DAFL Table 1's DAFL row at DAFL's budget (sweeps/dafl_table1.yaml, scale=paper: 200 epochs of 120
+#     iterations of 512), seeds 0-2, three processes for the whole window. Uncrowded, an iteration took
+#     0.014 s (24,000 need about 340 s); beside four side-by-side processes 0.0205 s (a third lease ended them at
+#     88%), beside the ResNet-34 ladder 0.063 s (two leases ended them at 30-36%). So by default they run alone;
+#   * SIDE_BY_SIDE=1: also DAFL beside DAFL's own code for the first 5 epochs, seeds 0 and 1, ours with the
+#     official teacher (tools/dafl_side_by_side.py --teacher official), four light processes;
+#   * LADDERS=1: also the ladders' cells the archive lacks (ResNet-34, then LeNet-5) in one more process.
 # Every process runs one intra-op thread (OMP_NUM_THREADS=1): four side-by-side processes at 16 threads each
 # beside 14 others ran about four times slower than one alone.
 # Cells run through tools/run_cells.py (the machine has no Ray), each process in its own SQLite store; back here,
 # `dpsd sync /tmp/dpsd_gpu/<pool>/w<k> --to sqlite:///<results_dir>/mlflow.db` copies them into the store
-# (the stores come back without the model weights and sample grids: the transfer holds 64 MiB).
+# (the stores come back without the model weights and sample grids: the transfer holds 64 MiB). A run is
+# recorded when it ends: one the window stops leaves only its lines in the logs.
 # Needs, carried from the repository root: .whl/ (the Python packages the machine's image lacks), .gpu/mnist/
 # (MNIST's four files, gzipped) and .gpu/DAFL/ (DAFL's folder of huawei-noah/Data-Efficient-Model-Compression).
 # LIMIT: seconds the whole script may take (default 540); EXTRA: overrides for every run (a local check).
 set -u
 LIMIT=${LIMIT:-540}
+LADDERS=${LADDERS:-0}
+SIDE_BY_SIDE=${SIDE_BY_SIDE:-0}
 EXTRA=${EXTRA:-}
 OUT=${OUT:-/tmp/lease_out}
 PY=${PY:-python3}
@@ -42,26 +47,27 @@ if command -v nvidia-cuda-mps-control > /dev/null; then
   fi
 fi
 D="data.root=/tmp/data"
-PHASE2=150   # seconds left for phase 2 when phase 1 ends
-timeout $((STOP - PHASE2)) $PY tools/run_cells.py dafl_table1 --processes 3 --stores /tmp/dpsd_gpu/paper \
+timeout $STOP $PY tools/run_cells.py dafl_table1 --processes 3 --stores /tmp/dpsd_gpu/paper \
   scale=paper $D results_dir=/tmp/dpsd_gpu/results_paper $EXTRA > /tmp/logs/cells_paper.log 2>&1 &
 PAPER=$!
-timeout $STOP $PY tools/run_cells.py ladder_resnet34 ladder_lenet5 --processes 1 --stores /tmp/dpsd_gpu/ladders \
-  --deadline $((STOP - 120)) $D results_dir=/tmp/dpsd_gpu/results $EXTRA > /tmp/logs/cells_ladders.log 2>&1 &
-while kill -0 $PAPER 2> /dev/null; do  # phase 1 ends with the DAFL cells (done, or stopped PHASE2 s before STOP)
-  sleep 20; grep -h "dafl: step" /tmp/logs/cells_paper.log | tail -3 | tr '\n' ' '; echo
-done
-for seed in 0 1; do  # phase 2: both sides' first 5 epochs, ours with the official teacher
+if [ "$LADDERS" = 1 ]; then
+  timeout $STOP $PY tools/run_cells.py ladder_resnet34 ladder_lenet5 --processes 1 --stores /tmp/dpsd_gpu/ladders \
+    --deadline $((STOP - 120)) $D results_dir=/tmp/dpsd_gpu/results $EXTRA > /tmp/logs/cells_ladders.log 2>&1 &
+fi
+for seed in $([ "$SIDE_BY_SIDE" = 1 ] && echo 0 1); do  # both sides' first 5 epochs, ours with the official teacher
   timeout $((STOP - SECONDS)) $PY tools/dafl_side_by_side.py --official $OFFICIAL --sides official --seeds $seed \
     --epochs 5 --json "$OUT/sbs_official_s$seed.json" $D results_dir=/tmp/sbs $EXTRA > /tmp/logs/sbs_official_s$seed.log 2>&1 &
   timeout $((STOP - SECONDS)) $PY tools/dafl_side_by_side.py --official $OFFICIAL --sides ours --teacher official \
     --seeds $seed --epochs 5 --json "$OUT/sbs_crossed_s$seed.json" $D results_dir=/tmp/sbs_crossed $EXTRA \
     > /tmp/logs/sbs_crossed_s$seed.log 2>&1 &
 done
+while kill -0 $PAPER 2> /dev/null; do  # progress until the DAFL cells end (done, or stopped at STOP)
+  sleep 20; echo "$SECONDS s: $(grep -h "dafl: step" /tmp/logs/cells_paper.log | tail -3 | tr '\n' ' ')"
+done
 wait
 grep -h "teacher\|finished\|deadline\|failed" /tmp/logs/cells_*.log | cut -c1-400
-tail -n 3 /tmp/logs/sbs_*.log
-tar czf "$OUT/stores.tgz" --exclude='*.pt' --exclude='*.png' /tmp/dpsd_gpu/paper /tmp/dpsd_gpu/ladders 2>/dev/null
-tar czf "$OUT/logs.tgz" /tmp/logs /tmp/sbs/dafl_side_by_side/*.log 2>/dev/null
+tail -n 3 /tmp/logs/sbs_*.log 2>/dev/null
+tar czf "$OUT/stores.tgz" --exclude='*.pt' --exclude='*.png' /tmp/dpsd_gpu 2>/dev/null
+tar czf "$OUT/logs.tgz" /tmp/logs /tmp/sbs*/dafl_side_by_side/*.log 2>/dev/null
 [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && echo quit | nvidia-cuda-mps-control
 ls -la "$OUT"
