@@ -128,3 +128,17 @@ def test_networks_that_are_not_ours_are_refused_naming_the_shapes(tmp_path):
     (folder / "lenet.py").write_text(STAND_IN_LENET.replace("(3, 8, 60), 42", "(3, 8, 60), 40"))
     with pytest.raises(ConfigError, match="the official student is not ours: parameter shapes"):
         load_tool("dafl_step_check").step_check(folder, _trainer(), ".", 1, ["--batch_size", "16"])
+
+
+def test_our_test_images_are_those_dafl_evaluates_on(tmp_path):
+    """DAFL-train.py tests on torchvision's Resize((32, 32)) of MNIST in its mean and std; ours, read as
+    ``method=dafl`` reads them, differ from those by interpolation rounding only."""
+    from test_data import write_mnist_like
+
+    write_mnist_like(tmp_path, "MNIST", [5, 0, 4, 1], [7, 2, 1])
+    cfg = resolve_paths(compose(["method=dafl", "dataset=mnist", "tracking=none", f"data.root={tmp_path}"]))
+    ours = load_data(cfg).test.tensors[0]
+    assert ours.shape == (3, 1, 32, 32)
+    check = load_tool("dafl_step_check").evaluation_image_difference
+    assert check(ours, str(tmp_path)) < 0.05
+    assert check(ours * 0.5, str(tmp_path)) > 0.3  # another normalisation is seen

@@ -126,11 +126,13 @@ def official_teacher(folder: Path, seed: int, data_root: Path, work: Path) -> tu
 def official_teacher_weights(folder: Path, models: Path, ours: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The official pickled teacher's weights as a state dict of our LeNet-5 ``ours``: both hold the same tensors
     in the same order (conv1-3, fc1-2 there; features.*, classifier.* here), matched by position and shape."""
+    sys.modules.pop("lenet", None)  # another folder's lenet.py, imported earlier, is not this one
     sys.path.insert(0, str(folder))  # unpickling needs DAFL's lenet.py
     try:
         theirs = list(torch.load(models / "teacher", map_location="cpu", weights_only=False).state_dict().values())
     finally:
         sys.path.remove(str(folder))
+        sys.modules.pop("lenet", None)
     mine = ours.state_dict()
     if len(theirs) != len(mine) or any(t.shape != m.shape for t, m in zip(theirs, mine.values())):
         raise ConfigError(f"the official teacher in {models} is not a LeNet-5 like ours: "

@@ -4,18 +4,20 @@
 
 The official script runs as written through :data:`STEP_SHIM` (in a subprocess, as
 ``tools/dafl_side_by_side.py`` runs it, with these changes only: float64 by default, CUDA calls no-ops,
-``torch.load`` with ``weights_only=False``; and hooks that record, without changing them, every latent
-``torch.randn`` draws, every Adam's parameters when it is made and, after each iteration's last Adam step, every
-Adam's parameters; the script is stopped after ``--steps`` iterations). Its teacher is ours (``method=dafl``'s
-cached LeNet-5 at ``--seed``), pickled as the official ``lenet.py``'s LeNet-5. Then ours starts from the official
-generator's and student's first weights (matched by position and shape) and steps on the same latents; after each
-iteration the largest difference between the two sides' generators' parameters, of their images on the first latents and of the students' parameters is printed (max
-absolute difference).
+``torch.load`` with ``weights_only=False``, torch seeded with ``--seed``; and hooks that record, without changing
+them, every latent ``torch.randn`` draws, every Adam's parameters when it is made and, after each iteration's last
+Adam step, every Adam's parameters; the script is stopped after ``--steps`` iterations). Its teacher is ours
+(``method=dafl``'s cached LeNet-5 at ``--seed``), pickled as the official ``lenet.py``'s LeNet-5. Then ours starts
+from the official generator's and student's first weights (matched by position and shape) and steps on the same
+latents. After each iteration it prints the largest absolute difference of the two generators' parameters, of
+their images on the first latents and of the students' parameters; then how far our MNIST test images lie from
+those DAFL-train.py tests on.
 
-In float64 two implementations of one loop stay together to about 1e-10 over a few steps; a loop that differs
-(a loss weight, an update order, a normalisation) parts at the first step by orders of magnitude more. In float32
-the same loop also parts within a step or two: the conv biases before DAFL's BatchNorms have a gradient that is zero
-up to rounding, and Adam at 0.2 turns that rounding into steps of about 0.2 in directions the rounding decides.
+In float64 two implementations of one loop stay together to rounding, which Adam at 0.2 amplifies about tenfold a
+step; a loop that differs (a loss weight, an update order, a normalisation) parts at the first step by orders of
+magnitude more. In float32 the same loop also parts within a step or two: the conv biases before DAFL's BatchNorms
+have a gradient that is zero up to rounding, and Adam at 0.2 turns that rounding into steps of about 0.2 in
+directions the rounding decides.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ torch.nn.Module.cuda = lambda self, *args, **kwargs: self
 _load = torch.load
 torch.load = lambda *args, **kwargs: _load(*args, **{**kwargs, "weights_only": False})
 steps, out = int(sys.argv[1]), sys.argv[2]
+torch.manual_seed(int(sys.argv[3]))  # the script sets no seed: this one makes a check repeatable
 record, optimizers = {"latents": [], "start": [], "after": []}, []
 _randn = torch.randn
 def randn(*args, **kwargs):
@@ -66,16 +69,17 @@ def step(self, *args, **kwargs):
             os._exit(0)
     return result
 torch.optim.Adam.step = step
-sys.argv = sys.argv[3:]
+sys.argv = sys.argv[4:]
 sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-"""Runs ``DAFL-train.py`` (``python -c STEP_SHIM STEPS OUT SCRIPT ARGS...``) and records its first iterations."""
+"""Runs ``DAFL-train.py`` (``python -c STEP_SHIM STEPS OUT SEED SCRIPT ARGS...``) and records its first iterations."""
 
 
 def pickle_official_teacher(folder: Path, ours: torch.nn.Module, models: Path) -> None:
     """``models/teacher``: the official ``lenet.py``'s LeNet-5 holding ``ours``'s weights (matched by position and
     shape), pickled whole as ``teacher-train.py`` saves it."""
+    sys.modules.pop("lenet", None)  # another folder's lenet.py, imported earlier, is not this one
     sys.path.insert(0, str(folder))
     try:
         import lenet
@@ -116,18 +120,31 @@ def image_difference(twin: torch.nn.Module, ours: torch.nn.Module, theirs: list[
         return float((mine - twin(z)).abs().max())
 
 
-def step_check(folder: Path, trainer, data_root: str, steps: int, args: list[str] = ()) -> list[dict]:
+def evaluation_image_difference(ours: torch.Tensor, root: str) -> float:
+    """The largest difference, in normalised units, between ``ours`` (our MNIST test split as ``method=dafl`` reads
+    it: 32 px, MNIST's mean and std) and DAFL-train.py's test transform of the same files under ``root``
+    (torchvision's ``Resize((32, 32))``, ``ToTensor``, ``Normalize((0.1307,), (0.3081,))``)."""
+    from torchvision import transforms
+    from torchvision.datasets.mnist import MNIST
+
+    theirs = MNIST(root, train=False, transform=transforms.Compose([
+        transforms.Resize((32, 32)), transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))]))
+    return float((ours - torch.stack([image for image, _ in theirs])).abs().max())
+
+
+def step_check(folder: Path, trainer, data_root: str, steps: int, args: list[str] = (), seed: int = 0) -> list[dict]:
     """The official script's first ``steps`` iterations and ``trainer`` (a ``method=dafl`` trainer on the CPU) from
     the same start on the same latents, both in float64: ``[{"step", "generator", "images", "student"}]`` after
     each iteration, the largest absolute difference of the generators' parameters, of their images on the first
     latents (:func:`image_difference`), of the students' parameters. ``args``: extra arguments for the official
-    script (its defaults are DAFL's MNIST recipe; ``--batch_size`` must be ``trainer``'s)."""
+    script (its defaults are DAFL's MNIST recipe; ``--batch_size`` must be ``trainer``'s); ``seed``: torch's seed in
+    it (its first weights and latents)."""
     for module in (trainer.teacher, trainer.generator, trainer.student):
         module.double()  # in place: the trainer's optimisers hold the same parameters, their state still empty
     with tempfile.TemporaryDirectory() as work:
         models, out = Path(work), Path(work) / "record.pt"
         pickle_official_teacher(folder, trainer.teacher, models)
-        command = [sys.executable, "-c", STEP_SHIM, str(steps), str(out), str(folder / "DAFL-train.py"),
+        command = [sys.executable, "-c", STEP_SHIM, str(steps), str(out), str(seed), str(folder / "DAFL-train.py"),
                    "--dataset", "MNIST", "--data", f"{data_root}/", "--teacher_dir", f"{models}/",
                    "--output_dir", f"{models}/", *args]
         done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
@@ -163,13 +180,15 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--steps must be >= 1, got {args.steps}")
     if not any(o.startswith("data.root=") for o in args.overrides):
         raise ConfigError("set data.root=... to the folder that holds MNIST/raw/ (both sides read it)")
-    cfg, _, trainer, _ = dafl_trainer([*args.overrides, "device=cpu"], args.seed)  # its teacher trained or cached
+    cfg, data, trainer, _ = dafl_trainer([*args.overrides, "device=cpu"], args.seed)  # its teacher trained or cached
     rows = step_check(args.official.resolve(), trainer, cfg.data.root, args.steps,
-                      ["--batch_size", str(cfg.method.batch_size)])
+                      ["--batch_size", str(cfg.method.batch_size)], args.seed)
     print("| iteration | generator parameters | generator images | student parameters |")
     print("| ---: | ---: | ---: | ---: |")
     for row in rows:
         print(f"| {row['step']} | {row['generator']:.2e} | {row['images']:.2e} | {row['student']:.2e} |")
+    print(f"test images, ours against DAFL-train.py's test transform: max abs difference "
+          f"{evaluation_image_difference(data.test.tensors[0], cfg.data.root):.3g} (normalised units)")
 
 
 if __name__ == "__main__":
