@@ -87,21 +87,31 @@ def test_a_folder_that_is_not_dafl_s_is_one_line(tmp_path):
         tool().main(["--official", str(tmp_path), "data.root=."])
 
 
-# Stands in for DAFL's lenet.py: its LeNet-5 as DAFL writes it (named layers, flattened after conv3's ReLU).
+# Stands in for DAFL's lenet.py: its networks as DAFL writes them (named layers, the 120 or 60 features after
+# conv3's ReLU); tests/test_dafl_step_check.py uses it too.
 STAND_IN_LENET = '''
 import torch.nn as nn
-class LeNet5(nn.Module):
-    def __init__(self):
+class _LeNet(nn.Module):
+    def __init__(self, widths, hidden):
         super().__init__()
-        self.conv1, self.relu1, self.maxpool1 = nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2, stride=2)
-        self.conv2, self.relu2, self.maxpool2 = nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2, stride=2)
-        self.conv3, self.relu3 = nn.Conv2d(16, 120, 5), nn.ReLU()
-        self.fc1, self.relu4, self.fc2 = nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10)
-    def forward(self, img):
+        a, b, c = widths
+        self.conv1, self.relu1, self.maxpool1 = nn.Conv2d(1, a, 5), nn.ReLU(), nn.MaxPool2d(2, stride=2)
+        self.conv2, self.relu2, self.maxpool2 = nn.Conv2d(a, b, 5), nn.ReLU(), nn.MaxPool2d(2, stride=2)
+        self.conv3, self.relu3 = nn.Conv2d(b, c, 5), nn.ReLU()
+        self.fc1, self.relu4, self.fc2 = nn.Linear(c, hidden), nn.ReLU(), nn.Linear(hidden, 10)
+        self.width = c
+    def forward(self, img, out_feature=False):
         out = self.maxpool1(self.relu1(self.conv1(img)))
         out = self.maxpool2(self.relu2(self.conv2(out)))
-        feature = self.relu3(self.conv3(out)).view(-1, 120)
-        return self.fc2(self.relu4(self.fc1(feature)))
+        feature = self.relu3(self.conv3(out)).view(-1, self.width)
+        out = self.fc2(self.relu4(self.fc1(feature)))
+        return (out, feature) if out_feature else out
+class LeNet5(_LeNet):
+    def __init__(self):
+        super().__init__((6, 16, 120), 84)
+class LeNet5Half(_LeNet):
+    def __init__(self):
+        super().__init__((3, 8, 60), 42)
 '''
 
 
@@ -129,5 +139,5 @@ def test_the_official_teacher_crossed_into_ours_answers_as_it_does(tmp_path):
     images = torch.randn(5, 1, 32, 32)
     with torch.no_grad():
         assert torch.allclose(ours(images), theirs(images), atol=1e-6)
-    with pytest.raises(ConfigError, match="not a LeNet-5 like ours"):
+    with pytest.raises(ConfigError, match="the official teacher in .* is not ours: shapes"):
         tool().official_teacher_weights(tmp_path, tmp_path, build_classifier("lenet5_half", 1, 32, 10))

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import load_tool
+from test_dafl_side_by_side import STAND_IN_LENET
 from dpsd.config import compose, resolve_paths, validate
 from dpsd.data import load_data
 from dpsd.errors import ConfigError
@@ -15,32 +16,6 @@ from dpsd.methods.base import RunContext
 from dpsd.models import build_classifier
 from dpsd.privacy.accounting import Ledger
 from dpsd.methods import METHODS
-
-# DAFL's lenet.py, as it writes its networks (named layers, the 120 or 60 features after conv3's ReLU).
-STAND_IN_LENET = '''
-import torch.nn as nn
-class _LeNet(nn.Module):
-    def __init__(self, widths, hidden):
-        super().__init__()
-        a, b, c = widths
-        self.conv1, self.relu1, self.maxpool1 = nn.Conv2d(1, a, 5), nn.ReLU(), nn.MaxPool2d(2, stride=2)
-        self.conv2, self.relu2, self.maxpool2 = nn.Conv2d(a, b, 5), nn.ReLU(), nn.MaxPool2d(2, stride=2)
-        self.conv3, self.relu3 = nn.Conv2d(b, c, 5), nn.ReLU()
-        self.fc1, self.relu4, self.fc2 = nn.Linear(c, hidden), nn.ReLU(), nn.Linear(hidden, 10)
-        self.width = c
-    def forward(self, img, out_feature=False):
-        out = self.maxpool1(self.relu1(self.conv1(img)))
-        out = self.maxpool2(self.relu2(self.conv2(out)))
-        feature = self.relu3(self.conv3(out)).view(-1, self.width)
-        out = self.fc2(self.relu4(self.fc1(feature)))
-        return (out, feature) if out_feature else out
-class LeNet5(_LeNet):
-    def __init__(self):
-        super().__init__((6, 16, 120), 84)
-class LeNet5Half(_LeNet):
-    def __init__(self):
-        super().__init__((3, 8, 60), 42)
-'''
 
 # DAFL-train.py's MNIST path: its generator, the teacher it loads, two Adams, and its loop body.
 STAND_IN_TRAIN = '''
@@ -126,7 +101,7 @@ def test_a_loop_that_differs_parts_at_the_first_step(tmp_path):
 def test_networks_that_are_not_ours_are_refused_naming_the_shapes(tmp_path):
     folder = _folder(tmp_path)
     (folder / "lenet.py").write_text(STAND_IN_LENET.replace("(3, 8, 60), 42", "(3, 8, 60), 40"))
-    with pytest.raises(ConfigError, match="the official student is not ours: parameter shapes"):
+    with pytest.raises(ConfigError, match="the official student is not ours: shapes"):
         load_tool("dafl_step_check").step_check(folder, _trainer(), ".", 1, ["--batch_size", "16"])
 
 

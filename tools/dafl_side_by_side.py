@@ -33,6 +33,7 @@ and seed, run side by side on a GPU); ``--combine`` prints the table of such run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import statistics
@@ -123,21 +124,34 @@ def official_teacher(folder: Path, seed: int, data_root: Path, work: Path) -> tu
     return models, teacher[-1]["accuracy"]
 
 
-def official_teacher_weights(folder: Path, models: Path, ours: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The official pickled teacher's weights as a state dict of our LeNet-5 ``ours``: both hold the same tensors
-    in the same order (conv1-3, fc1-2 there; features.*, classifier.* here), matched by position and shape."""
-    sys.modules.pop("lenet", None)  # another folder's lenet.py, imported earlier, is not this one
-    sys.path.insert(0, str(folder))  # unpickling needs DAFL's lenet.py
+@contextlib.contextmanager
+def official_lenet(folder: Path):
+    """DAFL's ``lenet.py`` in ``folder`` importable (unpickling its teacher needs it), imported afresh: another
+    folder's ``lenet``, imported earlier, is not this one."""
+    sys.modules.pop("lenet", None)
+    sys.path.insert(0, str(folder))
     try:
-        theirs = list(torch.load(models / "teacher", map_location="cpu", weights_only=False).state_dict().values())
+        yield
     finally:
         sys.path.remove(str(folder))
         sys.modules.pop("lenet", None)
+
+
+def matched_by_position(names: list[str], shapes: list, tensors: list[torch.Tensor], what: str) -> dict:
+    """``tensors`` under ``names``, in order, where their shapes are ``shapes``; else one line naming both."""
+    if len(tensors) != len(names) or any(t.shape != s for t, s in zip(tensors, shapes)):
+        raise ConfigError(f"the official {what} is not ours: shapes {[tuple(t.shape) for t in tensors]} "
+                          f"against {[tuple(s) for s in shapes]}")
+    return dict(zip(names, tensors))
+
+
+def official_teacher_weights(folder: Path, models: Path, ours: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The official pickled teacher's weights as a state dict of our LeNet-5 ``ours``: both hold the same tensors
+    in the same order (conv1-3, fc1-2 there; features.*, classifier.* here), matched by position and shape."""
+    with official_lenet(folder):
+        theirs = list(torch.load(models / "teacher", map_location="cpu", weights_only=False).state_dict().values())
     mine = ours.state_dict()
-    if len(theirs) != len(mine) or any(t.shape != m.shape for t, m in zip(theirs, mine.values())):
-        raise ConfigError(f"the official teacher in {models} is not a LeNet-5 like ours: "
-                          f"{[tuple(t.shape) for t in theirs]}")
-    return dict(zip(mine, theirs))
+    return matched_by_position(list(mine), [t.shape for t in mine.values()], theirs, f"teacher in {models}")
 
 
 def official_seed(folder: Path, seed: int, epochs: int, data_root: Path, work: Path, result: dict,

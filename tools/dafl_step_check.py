@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dafl_side_by_side import dafl_trainer  # noqa: E402  (a tool beside this one)
+from dafl_side_by_side import dafl_trainer, matched_by_position, official_lenet  # noqa: E402  (a tool beside this one)
 
 from dpsd.errors import ConfigError  # noqa: E402
 
@@ -79,31 +79,22 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 def pickle_official_teacher(folder: Path, ours: torch.nn.Module, models: Path) -> None:
     """``models/teacher``: the official ``lenet.py``'s LeNet-5 holding ``ours``'s weights (matched by position and
     shape), pickled whole as ``teacher-train.py`` saves it."""
-    sys.modules.pop("lenet", None)  # another folder's lenet.py, imported earlier, is not this one
-    sys.path.insert(0, str(folder))
-    try:
+    with official_lenet(folder):
         import lenet
         theirs = lenet.LeNet5().to(next(ours.parameters()).dtype)
-        names = list(theirs.state_dict())
-        values = list(ours.state_dict().values())
-        if len(names) != len(values) or any(theirs.state_dict()[n].shape != v.shape for n, v in zip(names, values)):
-            raise ConfigError(f"{folder}/lenet.py's LeNet5 does not hold our LeNet-5's tensors")
-        theirs.load_state_dict(dict(zip(names, values)))
+        target = theirs.state_dict()
+        theirs.load_state_dict(matched_by_position(list(target), [t.shape for t in target.values()],
+                                                   list(ours.state_dict().values()), "teacher (lenet.py's LeNet5)"))
         torch.save(theirs, models / "teacher")
-    finally:
-        sys.path.remove(str(folder))
-        sys.modules.pop("lenet", None)
 
 
 def load_by_position(module: torch.nn.Module, tensors: list[torch.Tensor], what: str) -> None:
     """Copy ``tensors`` into ``module``'s parameters, in order; refuse where the shapes differ."""
-    params = list(module.parameters())
-    if len(params) != len(tensors) or any(p.shape != t.shape for p, t in zip(params, tensors)):
-        raise ConfigError(f"the official {what} is not ours: parameter shapes "
-                          f"{[tuple(t.shape) for t in tensors]} against {[tuple(p.shape) for p in params]}")
+    params = dict(module.named_parameters())
+    matched = matched_by_position(list(params), [p.shape for p in params.values()], tensors, what)
     with torch.no_grad():
-        for p, t in zip(params, tensors):
-            p.copy_(t)
+        for name, tensor in matched.items():
+            params[name].copy_(tensor)
 
 
 def largest_difference(module: torch.nn.Module, tensors: list[torch.Tensor]) -> float:
