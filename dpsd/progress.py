@@ -1,11 +1,21 @@
 """Progress for logs: when stdout is not a terminal (a sweep's trial, CI), tqdm's bar is off, so a
-long run prints a plain line every few percent of its steps or every 30 seconds instead."""
+long run prints a plain line every few percent of its steps or every 30 seconds instead. A driver that
+runs several cells side by side names the cell on each line (:func:`name_cell`), so an interleaved log
+says which seed a line is from."""
 
 from __future__ import annotations
 
 import sys
 import time
 from typing import TextIO
+
+
+_CELL = {"label": ""}
+
+
+def name_cell(label: str) -> None:
+    """Put ``[label]`` after the description on every line this process prints from now on ("": none)."""
+    _CELL["label"] = label
 
 
 class ProgressLog:
@@ -28,7 +38,8 @@ class ProgressLog:
         self.last_step, self.last_time = done, now
         where = f"{done}/{self.total} ({100 * done / self.total:.0f}%)" if self.total else f"{done}"
         values = " ".join(f"{k}={float(v):.3f}" for k, v in metrics.items())  # float(): a device tensor's one sync
-        print(f"{self.desc}: step {where}, {now - self.start:.0f} s {values}".rstrip(), file=self.stream, flush=True)
+        desc = f"{self.desc} [{_CELL['label']}]" if _CELL["label"] else self.desc
+        print(f"{desc}: step {where}, {now - self.start:.0f} s {values}".rstrip(), file=self.stream, flush=True)
 
 
 def is_terminal(stream: TextIO | None = None) -> bool:

@@ -54,7 +54,9 @@ def test_the_table_puts_both_sides_per_epoch_and_the_time_ratio():
     ours = [{"teacher_accuracy": 0.99, "epochs": [{"accuracy": 0.55, "train_s": 120.0}]},
             {"teacher_accuracy": 0.99, "epochs": [{"accuracy": 0.6, "train_s": 120.0}]}]
     lines = tool().table(official, ours, [0, 1])
-    assert lines[2] == "| 0 | 60.00 (50.00, 70.00) | 57.50 (55.00, 60.00) | -2.50 |"
+    assert lines[0].startswith("| epoch | official (n = 2: mean ± std; per run) | ours (n = 2: mean ± std; per run)")
+    # mean ± sample std; Welch's two-sided p for these four runs (scipy: t = -0.24, 1.1 degrees of freedom)
+    assert lines[2] == "| 0 | 60.00 ± 14.14 (50.00, 70.00) | 57.50 ± 3.54 (55.00, 60.00) | -2.50 | 0.845 |"
     assert "official 2.0000, ours 1.0000, ratio ours / official 0.50" in lines[-1]
 
 

@@ -2,7 +2,7 @@
 
 import io
 
-from dpsd.progress import ProgressLog
+from dpsd.progress import ProgressLog, name_cell
 
 
 def test_a_line_every_five_percent_and_at_the_end():
@@ -13,6 +13,19 @@ def test_a_line_every_five_percent_and_at_the_end():
     lines = out.getvalue().splitlines()
     assert len(lines) == 20  # every 10 of 200 steps
     assert lines[0] == "dpsd: step 10/200 (5%), 0 s loss=0.500" and lines[-1].startswith("dpsd: step 200/200 (100%)")
+
+
+def test_a_named_cell_is_on_every_line_until_unnamed():
+    out = io.StringIO()
+    log = ProgressLog("dafl", 2, every=0.5, stream=out, clock=lambda: 0.0)
+    name_cell("method=dafl seed=2")
+    try:
+        log.update(0, {})
+    finally:
+        name_cell("")
+    log.update(1, {})
+    assert out.getvalue().splitlines() == ["dafl [method=dafl seed=2]: step 1/2 (50%), 0 s",
+                                           "dafl: step 2/2 (100%), 0 s"]
 
 
 def test_a_line_every_thirty_seconds_when_steps_are_slow_or_uncounted():

@@ -1,7 +1,12 @@
 """tools/run_cells.py (a spec's cells without Ray, for a machine that has none): the cells it would start, in
-priority order (the specs as given, each spec's lowest seed first), less those --skip names; --dry-run runs none."""
+priority order (the specs as given, each spec's lowest seed first), less those --skip names; --dry-run runs none; a second
+call on the same --stores starts only what the first left."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 from conftest import load_tool
 
@@ -27,3 +32,20 @@ def test_the_dry_run_lists_the_cells_seed_by_seed_and_leaves_out_the_skipped(tmp
     assert [line.rsplit("seed=", 1)[1] for line in listed] == ["0", "0", "1", "1", "2", "2"]
     assert not any("method=teacher " in line for line in listed)
     assert not list(tmp_path.glob("**/*.pt"))  # nothing trained
+
+
+def test_a_second_call_on_the_same_stores_starts_only_what_the_first_left(tmp_path, capsys):
+    """A driver stopped midway (a lease's first call) is started again with the same command: the cells its stores
+    hold are done."""
+    spec = tmp_path / "tiny_cells.yaml"
+    spec.write_text(SPEC.replace("seeds: [0, 1, 2]", "seeds: [0]"))
+    common = [str(spec), "--no-archive", "--stores", str(tmp_path / "stores"), f"results_dir={tmp_path / 'results'}"]
+    tool = Path(__file__).resolve().parents[1] / "tools" / "run_cells.py"  # its own process: its workers import it
+    first = subprocess.run([sys.executable, str(tool), *common, "--match", "method=kd_data"], capture_output=True,
+                           text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "kd_data [method=kd_data seed=0]: step 400/400 (100%)" in first.stdout  # each line names its cell
+    assert load_tool("run_cells").main([*common, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "run_cells: 2 cells to run" in out  # the teacher and dfkd; the recorded kd_data cell is done
+    assert "method=kd_data" not in out

@@ -42,6 +42,7 @@ import sys
 import time
 from pathlib import Path
 
+import scipy.stats
 import torch
 
 from dpsd.config import compose, resolve_device, resolve_paths, validate
@@ -223,17 +224,32 @@ def shown_epochs(count: int) -> list[int]:
     return sorted({e for e in range(min(count, 5))} | {e for e in range(9, count, 10)} | ({count - 1} if count else set()))
 
 
+def spread(fractions: list[float]) -> str:
+    """``mean ± sample std`` in percent (the mean alone for one run)."""
+    if len(fractions) < 2:
+        return f"{100 * fractions[0]:.2f}"
+    return f"{100 * statistics.mean(fractions):.2f} ± {100 * statistics.stdev(fractions):.2f}"
+
+
+def welch_p(a: list[float], b: list[float]) -> str:
+    """Two-sided p of Welch's t-test of equal means (``—`` with fewer than two runs a side or no spread)."""
+    if min(len(a), len(b)) < 2 or statistics.stdev(a) + statistics.stdev(b) == 0:
+        return "—"
+    return f"{scipy.stats.ttest_ind(a, b, equal_var=False).pvalue:.3f}"
+
+
 def table(official: list[dict], ours: list[dict], seeds: list[int], threads: list[int] | None = None) -> list[str]:
-    """The side-by-side rows (percent; the mean over seeds, then each seed) at the epochs every run reached;
-    ``threads``: the intra-op threads the runs had (each file records its own; default: this process's)."""
-    lines = ["| epoch | official (mean; per seed) | ours (mean; per seed) | ours - official (points) |",
-             "| ---: | --- | --- | ---: |"]
+    """The side-by-side rows (percent: mean ± sample std over the runs, then each run) at the epochs every run
+    reached, with Welch's test of equal means; ``threads``: the intra-op threads the runs had (each file records
+    its own; default: this process's)."""
+    lines = [f"| epoch | official (n = {len(official)}: mean ± std; per run) | ours (n = {len(ours)}: mean ± std; per run) "
+             "| ours - official (points) | Welch p |",
+             "| ---: | --- | --- | ---: | ---: |"]
     for epoch in shown_epochs(min(len(run["epochs"]) for run in official + ours)):
         theirs = [run["epochs"][epoch]["accuracy"] for run in official]
         mine = [run["epochs"][epoch]["accuracy"] for run in ours]
-        lines.append(f"| {epoch} | {100 * statistics.mean(theirs):.2f} ({percentages(theirs)}) | "
-                     f"{100 * statistics.mean(mine):.2f} ({percentages(mine)}) | "
-                     f"{100 * (statistics.mean(mine) - statistics.mean(theirs)):+.2f} |")
+        lines.append(f"| {epoch} | {spread(theirs)} ({percentages(theirs)}) | {spread(mine)} ({percentages(mine)}) | "
+                     f"{100 * (statistics.mean(mine) - statistics.mean(theirs)):+.2f} | {welch_p(mine, theirs)} |")
     lines.append(f"seeds {seeds}; epochs reached: official {[len(r['epochs']) for r in official]}, ours "
                  f"{[len(r['epochs']) for r in ours]}; last epoch's test %: official "
                  f"{percentages(r['epochs'][-1]['accuracy'] for r in official)}, ours "

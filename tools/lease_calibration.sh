@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The calibration runs that need a GPU, as one command on a lent GPU machine (issues 33 and 34):
 #   * DAFL Table 1's DAFL row at DAFL's budget (sweeps/dafl_table1.yaml, scale=paper: 200 epochs of 120
-#     iterations of 512), seeds 0-2, three processes for the whole window. Uncrowded, an iteration took
-#     0.014 s (24,000 need about 340 s); beside four side-by-side processes 0.0205 s (a third lease ended them at
-#     88%), beside the ResNet-34 ladder 0.063 s (two leases ended them at 30-36%). So by default they run alone;
+#     iterations of 512), seeds 0-2, three processes for the whole window. Three alone on an H100 took 0.0214-0.0227 s
+#     an iteration (24,000 need up to 545 s; a fourth lease trained their teachers first, about 80 s, and its window
+#     ended them at 85-90%), beside four side-by-side processes on an H200 0.0205 s (a third lease: 88%), beside the
+#     ResNet-34 ladder 0.063 s (two leases: 30-36%). So they run alone, on the LeNet-5 teachers carried in
+#     .gpu/teachers/ (this machine's teacher cache: `cp results/teachers/mnist-lenet5-seed[012]-*.pt .gpu/teachers/`),
+#     and the window ends 15 s before LIMIT. Called again on the same warm machine, the script starts only the
+#     cells its stores lack (tools/run_cells.py reads them);
 #   * SIDE_BY_SIDE=1: also DAFL beside DAFL's own code for the first 5 epochs, seeds 0 and 1, ours with the
 #     official teacher (tools/dafl_side_by_side.py --teacher official), four light processes;
-#   * LADDERS=1: also the ladders' cells the archive lacks (ResNet-34, then LeNet-5) in one more process.
+#   * LADDERS=1: also the ladders' cells the archive lacks (ResNet-34, then LeNet-5) in one more process
+#     (their teachers are not carried: the ResNet-34's weights alone exceed what a call carries).
 # Every process runs one intra-op thread (OMP_NUM_THREADS=1): four side-by-side processes at 16 threads each
 # beside 14 others ran about four times slower than one alone.
 # Cells run through tools/run_cells.py (the machine has no Ray), each process in its own SQLite store; back here,
@@ -15,9 +20,9 @@
 # recorded when it ends: one the window stops leaves only its lines in the logs.
 # Needs, carried from the repository root: .whl/ (the Python packages the machine's image lacks), .gpu/mnist/
 # (MNIST's four files, gzipped) and .gpu/DAFL/ (DAFL's folder of huawei-noah/Data-Efficient-Model-Compression).
-# LIMIT: seconds the whole script may take (default 540); EXTRA: overrides for every run (a local check).
+# LIMIT: seconds the whole script may take (default 580); EXTRA: overrides for every run (a local check).
 set -u
-LIMIT=${LIMIT:-540}
+LIMIT=${LIMIT:-580}
 LADDERS=${LADDERS:-0}
 SIDE_BY_SIDE=${SIDE_BY_SIDE:-0}
 EXTRA=${EXTRA:-}
@@ -34,7 +39,7 @@ for f in .gpu/mnist/*.gz; do gunzip -c "$f" > "/tmp/data/MNIST/raw/$(basename "$
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 $PY -c "import torch, dpsd.experiment, mlflow, opacus, dp_accounting; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())" \
   | tee -a "$OUT/gpu.txt" || exit 1
-STOP=$((LIMIT - 45))   # every job ends by then; the rest packs $OUT
+STOP=$((LIMIT - 15))   # every job ends by then; the rest packs $OUT (a few seconds)
 # CUDA MPS lets the many small processes' kernels share the GPU at once; kept only if a CUDA process runs under it.
 if command -v nvidia-cuda-mps-control > /dev/null; then
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
@@ -47,6 +52,8 @@ if command -v nvidia-cuda-mps-control > /dev/null; then
   fi
 fi
 D="data.root=/tmp/data"
+mkdir -p /tmp/dpsd_gpu/results_paper/teachers  # the carried teachers: the cells' teacher cache finds them
+cp -n .gpu/teachers/*.pt /tmp/dpsd_gpu/results_paper/teachers/ 2> /dev/null && echo "teachers carried: $(ls .gpu/teachers | tr '\n' ' ')"
 timeout $STOP $PY tools/run_cells.py dafl_table1 --processes 3 --stores /tmp/dpsd_gpu/paper \
   scale=paper $D results_dir=/tmp/dpsd_gpu/results_paper $EXTRA > /tmp/logs/cells_paper.log 2>&1 &
 PAPER=$!

@@ -4,13 +4,14 @@ Ray: the lent GPU, whose image carries none and whose 64 MiB transfer cannot car
     python tools/run_cells.py SPEC[@N] [SPEC[@N] ...] [--processes P] [--threads T] [--stores DIR]
         [--match RE] [--skip RE] [--deadline S] [--no-archive] [--rerun-stale] [--dry-run] [scale=S] [overrides]
 
-What ``dpsd sweep`` would plan (:func:`dpsd.sweep.runner._plan`: cells done in the store or in
-``results/runs.csv`` at their method's current code version are skipped), then each distinct teacher once,
+What ``dpsd sweep`` would plan (:func:`dpsd.sweep.runner._plan`: cells done in the store, in ``results/runs.csv``
+or in the ``--stores`` of an earlier call at their method's current code version are skipped, so a driver stopped
+midway is started again with the same command), then each distinct teacher once,
 then every pending cell in ``P`` processes (each cell once its teacher is ready), in priority order: the specs in
 the order given, each spec's lowest seed first (so a deadline leaves whole seeds), each through
 :func:`dpsd.experiment.run_experiment` with the tags a trial gives it (``sweep``, ``cell``, ``config_hash``,
-``cell_status``), so the report finds its run by ``config_hash`` as it finds a trial's. No parent run is made
-and no claim is taken: run one driver per store.
+``cell_status``), so the report finds its run by ``config_hash`` as it finds a trial's; each progress line names its
+cell (:func:`dpsd.progress.name_cell`). No parent run is made and no claim is taken: run one driver per store.
 
 ``SPEC@N`` runs that spec at seeds 0..N-1 (``dpsd sweep --seeds N``); a bare SPEC at its own ``seeds:``.
 ``--stores DIR``: process ``k`` records in its own SQLite store ``DIR/w<k>/mlflow.db`` (many writers on one
@@ -30,7 +31,8 @@ from pathlib import Path
 
 from dpsd.sweep.runner import _path_overrides, _plan, _teacher_group, cell_pattern, one_line, prepare_teacher
 from dpsd.sweep.spec import split_scale
-from dpsd.sweep.store import DONE, archived_versions, cell_tags
+from dpsd.progress import name_cell
+from dpsd.sweep.store import DONE, archived_versions, cell_tags, merged_versions, recorded_versions
 
 _STORE: dict[str, str] = {}  # this worker's tracking overrides (set by _init_worker)
 
@@ -52,6 +54,7 @@ def run_one(overrides: list[str], tags: dict[str, str], threads: float | None) -
     from dpsd.sweep.runner import _cell_config
 
     start = time.time()
+    name_cell(tags["cell"])
     try:
         cfg = _cell_config(overrides, threads)
         if _STORE:
@@ -64,6 +67,19 @@ def run_one(overrides: list[str], tags: dict[str, str], threads: float | None) -
     except Exception as err:
         traceback.print_exc()
         return {"cell": tags["cell"], "sweep": tags["sweep"], "failed": one_line(err), "seconds": time.time() - start}
+
+
+def stored_versions(stores: str | None) -> dict[str, set[str]]:
+    """``config_hash -> method code versions`` of the cells finished in the per-process stores under ``stores``
+    (``w<k>/mlflow.db``, an earlier call's), so a second call starts only the cells the first left."""
+    from mlflow.tracking import MlflowClient
+
+    found: dict[str, set[str]] = {}
+    for database in sorted(Path(stores).glob("w*/mlflow.db")) if stores else []:
+        client = MlflowClient(f"sqlite:///{database.resolve()}")
+        for experiment in client.search_experiments():
+            found = merged_versions(found, recorded_versions(client, experiment.experiment_id))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = [s.partition("@") for s in args.specs if "=" not in s]
     scale, overrides = split_scale([s for s in args.specs if "=" in s])
     begun = time.time()
-    archived = {} if args.no_archive else archived_versions(Path("results/runs.csv"))
+    archived = merged_versions({} if args.no_archive else archived_versions(Path("results/runs.csv")),
+                               stored_versions(args.stores))
     plans = [_plan(spec, scale, overrides, None, False, args.rerun_stale, {}, cell_pattern(args.match), archived,
                    int(seeds) if seeds else None) for spec, _, seeds in specs]
     skip = cell_pattern(args.skip)
