@@ -261,3 +261,15 @@ def test_a_rung_with_several_seeds_shows_their_mean_and_sample_std():
     table = ladder_report.ladder_table("dpsd (label)", rows)
     assert list(table["Accuracy (%)"]) == ["99.20", "97.70", "10.00 ± 0.50"]
     assert list(table["Seeds"]) == ["1/3", "1/3", "3/3"]
+
+
+def test_a_paper_methods_ladder_opens_with_its_verdict_and_a_variants_with_none():
+    body = pd.DataFrame({"Rung": ["R3"], "Accuracy (%)": ["10.00"]})
+    tables = {"dpsd (label)": body, "dpsd (label, student_steps=5: not the paper's method)": body}
+    page = ladder_report.ladder_markdown("The ladder", tables, [], ["a.png", "b.png"],
+                                         {"dpsd (label)": "does not reproduce under any of 5 faithful readings"})
+    lines = page.splitlines()
+    heading = lines.index("### dpsd (label)")
+    assert lines[heading + 2] == ("**Verdict** (the README's, from the headline cells): does not reproduce under any of "
+                                  "5 faithful readings.")
+    assert page.count("**Verdict**") == 1  # the labelled variant is not the paper's method: no verdict of its own

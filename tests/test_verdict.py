@@ -82,7 +82,7 @@ def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges
     import pandas as pd
 
     from dpsd.config import compose
-    from dpsd.report.verdict import method_verdicts
+    from dpsd.report.verdict import method_verdicts, verdict_bullets
 
     def ref(method, eps, value):
         return {"paper": "dpsd", "table": "T", "row": method, "method": method, "dataset": "mnist", "epsilon": str(eps),
@@ -101,7 +101,7 @@ def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges
                            group("dp_dfd", 10, 98.0, 1, compose(["method=dp_dfd", "dataset=digits"])),
                            group("dgd", 1, 20.0, 3, compose(["method=dgd", "dataset=digits"]))])
     searched = {"dpsd": {"readings": 5, "teachers": 2, "seeds": 1, "best": "20.64% (n = 1)"}}
-    sentences = method_verdicts(refs, groups, searched)
+    sentences = verdict_bullets(method_verdicts(refs, groups, searched))
     assert sentences[0].startswith("- **dpsd (label)**: does not reproduce under any of 5 faithful readings run on 2 "
                                    "teachers (1 seed each); closest 16.31 ± 1.00% (n = 3)")
     assert sentences[0].endswith("its best faithful reading reaches 20.64% (n = 1).")

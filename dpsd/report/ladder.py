@@ -364,11 +364,15 @@ def markdown_table(body: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def ladder_markdown(title: str, tables: dict[str, pd.DataFrame], sentences: list[str], figures: list[str]) -> str:
-    """The ladder section of ``dpsd report --markdown``: one diagnosis per method, then each table."""
+def ladder_markdown(title: str, tables: dict[str, pd.DataFrame], sentences: list[str], figures: list[str],
+                    verdicts: dict[str, str] | None = None) -> str:
+    """The ladder section of ``dpsd report --markdown``: one diagnosis per method, then each table, a paper
+    method's headed by its verdict where ``verdicts`` (keyed as the ladders are named) has one."""
     parts = [f"## {title}", "", *[f"* {sentence}" for sentence in sentences], "",
              "Accuracy: student test accuracy, the mean ± sample std over the seeds run (Seeds: run / planned); "
              "Change: against the best cell of the rung above.", ""]
     for (name, body), figure in zip(tables.items(), figures):
-        parts += [f"### {name}", "", markdown_table(body), "", f"![{name}]({figure})", ""]
+        verdict = (verdicts or {}).get(name)
+        head = [f"**Verdict** (the README's, from the headline cells): {verdict}.", ""] if verdict else []
+        parts += [f"### {name}", "", *head, markdown_table(body), "", f"![{name}]({figure})", ""]
     return "\n".join(parts)

@@ -98,8 +98,9 @@ def reference_rows(reference, feeds: dict, name: str):
 
 def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, reference, out: Path,
                 uri: str, scoreboard: Scoreboard | None = None, settings=None,
-                searched: dict | None = None) -> site.Section:
-    """One spec's table, figure and sample grids; returns its part of the index."""
+                searched: dict | None = None, verdicts: dict[str, str] | None = None) -> site.Section:
+    """One spec's table, figure and sample grids; returns its part of the index (``verdicts``: the per-method
+    verdicts a ladder's sections open with)."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
     pairs = expand_configs(spec, scale, list(overrides))
@@ -132,7 +133,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         section.figures.append((png.relative_to(out).as_posix(), caption))
         section.links.append((png.relative_to(out).as_posix(), "PNG"))
     if kind == "ladder" and len(groups):
-        _render_ladders(spec, groups, table.scale_line, out, section)
+        _render_ladders(spec, groups, table.scale_line, out, section, verdicts)
     if kind == "query_budget" and len(groups):
         _render_query_budget(spec, groups, table.scale_line, out, section)
     if kind == "readings" and (frame["status"] == RUN).any():
@@ -171,21 +172,24 @@ def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, sectio
     section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
     rows = verdict.verdict_rows(refs, groups, LADDER_PAGE)
     table = verdict.verdict_markdown(rows, "the runs archived in results/runs.csv")
+    bullets = verdict.verdict_bullets(verdict.method_verdicts(refs, groups, searched))
     sentences = ["Per method, from the same runs and the readings search at R3 "
-                 "([results/readings.md](results/readings.md)):", "", *verdict.method_verdicts(refs, groups, searched)]
+                 "([results/readings.md](results/readings.md)):", "", *bullets]
     section.verdict = "\n".join([f"*{scale_line}.*", "", table, "", *sentences, "",
                                   f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
     page_rows = rows.assign(Section=rows["Section"].str.replace(f"]({LADDER_PAGE}", f"]({Path(LADDER_PAGE).name}",
                                                                  regex=False))  # the page lies beside the ladder's
     section.markdown = "\n".join([section.markdown, "### Verdict per paper row", "",
                                    verdict.verdict_markdown(page_rows, "the runs archived in results/runs.csv"), "",
-                                   "### Verdict per method", "", *verdict.method_verdicts(refs, groups, searched), "",
+                                   "### Verdict per method", "", *bullets, "",
                                    f"![The privacy–accuracy frontier](figures/{paths[0].name})", ""])
 
 
-def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: site.Section) -> None:
+def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: site.Section,
+                    verdicts: dict[str, str] | None = None) -> None:
     """Kind ``ladder``: per ladder a table (``tables/<spec>_<ladder>.md``) and a bar figure, and one
-    diagnosis sentence each, also gathered as the section's Markdown."""
+    diagnosis sentence each, also gathered as the section's Markdown, each ladder of a paper method headed by
+    its verdict (``verdicts``: :func:`headline_verdicts`)."""
     tables, sentences, pngs = {}, [], []
     for name, rows in ladder.ladders(groups).items():
         body = ladder.ladder_table(name, rows)
@@ -198,7 +202,8 @@ def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: sit
         section.links.append((f"tables/{slug}.md", f"{name} MD"))
         tables[name], pngs = body, [*pngs, png.relative_to(out).as_posix()]
         sentences.append(sentence)
-    section.markdown = ladder.ladder_markdown(f"{spec.feeds.get('title', spec.name)} ({scale_line})", tables, sentences, pngs)
+    section.markdown = ladder.ladder_markdown(f"{spec.feeds.get('title', spec.name)} ({scale_line})", tables, sentences,
+                                              pngs, verdicts or {})
 
 
 def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: site.Section) -> None:
@@ -257,9 +262,11 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     out = Path(out)
     scoreboard = Scoreboard()
     settings = load_settings()
+    kinds = {spec.feeds.get("kind") for spec in loaded}
     searched = (readings_searched(Path(specs[0]).parent, overrides, runs)
-                if any(spec.feeds.get("frontier") for spec in loaded) else {})
-    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings, searched)
+                if any(spec.feeds.get("frontier") for spec in loaded) or "ladder" in kinds else {})
+    verdicts = headline_verdicts(Path(specs[0]).parent, overrides, runs, reference, searched) if "ladder" in kinds else {}
+    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings, searched, verdicts)
                 for spec in loaded]
     read = f"{uri}" + (f" or {archive}" if archive is not None and archive.exists() else "")
     for spec, section in zip(loaded, sections):
@@ -287,6 +294,18 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
         verdict.splice(Path(readme), blocks[0])
     board = scoreboard.html(scale, {section.name for section in sections})
     return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections, board))
+
+
+def headline_verdicts(specs_dir: Path, overrides: Sequence[str], runs, reference, searched: dict) -> dict[str, str]:
+    """The README's verdict per paper method (:func:`dpsd.report.verdict.method_verdicts`): the cells of the spec in
+    ``specs_dir`` with ``feeds.frontier`` (the headline) at the scale its ``feeds.scale`` names; empty without one."""
+    for path in sorted(Path(specs_dir).glob("*.yaml")):
+        spec = load_spec(path)
+        if spec.feeds.get("frontier"):
+            pairs = expand_configs(spec, str(spec.feeds.get("scale", "laptop")), list(overrides))
+            groups = group_frame(cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs))
+            return verdict.method_verdicts(reference_rows(reference, dict(spec.feeds), spec.name), groups, searched)
+    return {}
 
 
 def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:

@@ -106,8 +106,9 @@ def _stated(ref: pd.Series, group: pd.Series | None) -> str:
     return f"{ours}% (n = {seeds}) at ε claimed {fmt_target(ref['epsilon_value'], '∞')} against the paper's {ref['value']}%"
 
 
-def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str, dict] | None = None) -> list[str]:
-    """One sentence per paper method and privacy mode (issue 34 item 7), from the runs, each row judged as the
+def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str, dict] | None = None) -> dict[str, str]:
+    """One verdict per paper method and privacy mode (issue 34 item 7), keyed ``method (mode)`` as the ladder names
+    its sections (:func:`verdict_bullets` lists them), from the runs, each row judged as the
     scoreboard judges it (:func:`dpsd.report.scoreboard.row_outcome`): "reproduces" where a row is met within 2
     points (or exceeded) with at least two seeds; "does not reproduce under any of N faithful readings run on M
     teachers (S seeds each)" with the closest row where every seeded row falls short (``searched``:
@@ -122,7 +123,7 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
         group = deciding_group(ref, groups)
         mode = group["config"].privacy.mode if group is not None else ""
         found.setdefault((ref["method"], mode), []).append((ref, outcome, difference, group))
-    sentences = []
+    verdicts = {}
     for (method, mode), items in found.items():
         name = f"{method} ({mode})" if mode and mode != "none" else method
         met = [item for item in items if item[1] in ("within 2 points", "above")]
@@ -145,8 +146,13 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
             text = f"one seed so far, no verdict: {_stated(single[0][0], single[0][3])}"
         else:
             text = "not run"
-        sentences.append(f"- **{name}**: {text}.")
-    return sentences
+        verdicts[name] = text
+    return verdicts
+
+
+def verdict_bullets(verdicts: dict[str, str]) -> list[str]:
+    """The verdicts of :func:`method_verdicts` as Markdown bullets, one sentence each."""
+    return [f"- **{name}**: {text}." for name, text in verdicts.items()]
 
 
 def _count(n: int, noun: str) -> str:
