@@ -203,7 +203,7 @@ def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: sit
         tables[name], pngs = body, [*pngs, png.relative_to(out).as_posix()]
         sentences.append(sentence)
     section.markdown = ladder.ladder_markdown(f"{spec.feeds.get('title', spec.name)} ({scale_line})", tables, sentences,
-                                              pngs, verdicts or {})
+                                              pngs, verdicts)
 
 
 def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: site.Section) -> None:
