@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, _label_log_axis
-from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number
+from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, is_stale
 
 RUNGS = {
     "R0": "teacher",
@@ -173,7 +173,7 @@ def _queries(row: pd.Series) -> str:
 def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run of the ladder; ``Change`` is this run minus the best run of the rung above
     (negative: accuracy lost; for an ablation run: against the best run of its own rung, what the
-    ablation changes)."""
+    ablation changes); an accuracy recorded by other code of its method than this checkout's reads ``(stale)``."""
     body = []
     for (_, row), swapped in zip(rows.iterrows(), _ablations(rows)):
         above = row["rung"] if swapped else f"R{int(row['rung'][1]) - 1}" if row["rung"] != "R0" else None
@@ -183,7 +183,8 @@ def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
         private = row["rung"] in ("R4", "R5")
         body.append({
             "Ladder": name, "Rung": row["rung"], "What": row["what"], "Setting": row["setting"] or DASH,
-            "Accuracy (%)": fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan)) if run else row["status"],
+            "Accuracy (%)": (fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan))
+                             + (" (stale)" if is_stale(row.get("code_version", "")) else "")) if run else row["status"],
             "Change (points)": DASH if math.isnan(change) else f"{change:+.2f}",
             "ε claimed": fmt_eps(row["eps_claimed"]) if run and private else ("∞" if run else DASH),
             "ε rigorous": fmt_eps(row["eps_rigorous"]) if run and private else ("∞" if run else DASH),
@@ -305,7 +306,8 @@ def query_table(groups: pd.DataFrame) -> pd.DataFrame:
             "Method": name, "Rung": row["rung"],
             "Steps per iteration": str(row["config"].method.get("steps_per_iteration", 1)),
             "Queries": _queries(row) if run else DASH,
-            "Accuracy (%)": fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan)) if run else row["status"],
+            "Accuracy (%)": (fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan))
+                             + (" (stale)" if is_stale(row.get("code_version", "")) else "")) if run else row["status"],
             "ε claimed": fmt_eps(row["eps_claimed"]) if run else DASH,
             "ε rigorous": fmt_eps(row["eps_rigorous"]) if run else DASH,
         })

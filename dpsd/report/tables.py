@@ -169,12 +169,17 @@ def _delta(ref: pd.Series | None, group: pd.Series | None) -> str:
     return ref["delta"] if ref is not None and ref["delta"] else DASH
 
 
+def is_stale(versions: str) -> bool:
+    """Whether a cell's runs, recorded by the code version(s) ``versions`` (space-separated), are stale: none
+    is this checkout's code of its method (:func:`dpsd.version.is_current`)."""
+    return not any(map(is_current, str(versions).split()))
+
+
 def code_cell(versions: str) -> str:
-    """The code version(s) of a cell's runs, ``STALE <versions>`` unless one is this checkout's code of
-    its method (:func:`dpsd.version.is_current`)."""
+    """The code version(s) of a cell's runs, ``STALE <versions>`` where they are stale (:func:`is_stale`)."""
     if not versions:
         return DASH
-    return versions if any(map(is_current, versions.split())) else f"STALE {versions}"
+    return f"STALE {versions}" if is_stale(versions) else versions
 
 
 def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str, str]:

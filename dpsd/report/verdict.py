@@ -23,8 +23,7 @@ from matplotlib.figure import Figure
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, panel_title, panels
 from dpsd.report.scoreboard import deciding_group, row_outcome
-from dpsd.report.tables import DASH, fmt_eps, fmt_target, normalization_words, reproduced_text
-from dpsd.version import is_current
+from dpsd.report.tables import DASH, fmt_eps, fmt_target, is_stale, normalization_words, reproduced_text
 
 BEGIN, END = "<!-- verdict -->", "<!-- /verdict -->"
 WORDS = {"within 2 points": "reproduces", "above": "exceeds", "short": "short", "one seed": "one seed, no verdict",
@@ -56,7 +55,7 @@ def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str) -> 
         group = deciding_group(ref, groups)
         word = WORDS[outcome]
         caveats = [] if group is None else [
-            *([] if any(map(is_current, str(group.get("code_version", "")).split())) else ["stale"])]
+            *(["stale"] if is_stale(group.get("code_version", "")) else [])]
         if caveats:
             word = f"{word} ({', '.join(caveats)})"
         mode = group["config"].privacy.mode if group is not None else ""
