@@ -29,9 +29,9 @@ import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
+from dpsd.progress import name_cell
 from dpsd.sweep.runner import _path_overrides, _plan, _teacher_group, cell_pattern, one_line, prepare_teacher
 from dpsd.sweep.spec import split_scale
-from dpsd.progress import name_cell
 from dpsd.sweep.store import DONE, archived_versions, cell_tags, merged_versions, recorded_versions
 
 _STORE: dict[str, str] = {}  # this worker's tracking overrides (set by _init_worker)

@@ -170,6 +170,13 @@ def _queries(row: pd.Series) -> str:
     return DASH if value is None or (isinstance(value, float) and math.isnan(value)) else f"{int(value):,}"
 
 
+def _accuracy_text(row: pd.Series) -> str:
+    """A finished cell's accuracy, mean ± sample std over its seeds, ``(stale)`` where other code of its method than
+    this checkout's recorded it (:func:`dpsd.report.tables.is_stale`)."""
+    stale = " (stale)" if is_stale(row.get("code_version", "")) else ""
+    return fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan)) + stale
+
+
 def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run of the ladder; ``Change`` is this run minus the best run of the rung above
     (negative: accuracy lost; for an ablation run: against the best run of its own rung, what the
@@ -183,8 +190,7 @@ def ladder_table(name: str, rows: pd.DataFrame) -> pd.DataFrame:
         private = row["rung"] in ("R4", "R5")
         body.append({
             "Ladder": name, "Rung": row["rung"], "What": row["what"], "Setting": row["setting"] or DASH,
-            "Accuracy (%)": (fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan))
-                             + (" (stale)" if is_stale(row.get("code_version", "")) else "")) if run else row["status"],
+            "Accuracy (%)": _accuracy_text(row) if run else row["status"],
             "Change (points)": DASH if math.isnan(change) else f"{change:+.2f}",
             "ε claimed": fmt_eps(row["eps_claimed"]) if run and private else ("∞" if run else DASH),
             "ε rigorous": fmt_eps(row["eps_rigorous"]) if run and private else ("∞" if run else DASH),
@@ -306,8 +312,7 @@ def query_table(groups: pd.DataFrame) -> pd.DataFrame:
             "Method": name, "Rung": row["rung"],
             "Steps per iteration": str(row["config"].method.get("steps_per_iteration", 1)),
             "Queries": _queries(row) if run else DASH,
-            "Accuracy (%)": (fmt_mean_std(row["accuracy"], row.get("accuracy_std", math.nan))
-                             + (" (stale)" if is_stale(row.get("code_version", "")) else "")) if run else row["status"],
+            "Accuracy (%)": _accuracy_text(row) if run else row["status"],
             "ε claimed": fmt_eps(row["eps_claimed"]) if run else DASH,
             "ε rigorous": fmt_eps(row["eps_rigorous"]) if run else DASH,
         })
