@@ -89,6 +89,8 @@ def dafl_release(cfg: DictConfig, steps: int) -> UnprotectedRelease:
 class DAFLTrainer(Trainer):
     """One DAFL iteration (DAFL-train.py's inner loop body)."""
 
+    checkpointed = ("student", "generator", "student_opt", "generator_opt")  # with a generator to train
+
     def __init__(self, ctx: RunContext) -> None:
         cfg, info, device = ctx.cfg, ctx.info, ctx.device
         self.ctx, self.cfg, self.rng = ctx, cfg, ctx.rng
@@ -154,6 +156,11 @@ class DAFL(Method):
     """DAFL's loop: generator against the fixed teacher (L_Total), student by KD on its images."""
 
     config = DAFLConfig
+
+    @staticmethod
+    def resumable(cfg: DictConfig) -> bool:
+        """With DAFL's generator: the networks and optimizers hold the state (``gaussian_noise``'s draws do not)."""
+        return generator_trainable(cfg)
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:

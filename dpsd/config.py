@@ -7,12 +7,14 @@ the problem and the accepted values.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional, get_type_hints
 
 import torch
+import yaml
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
@@ -72,6 +74,12 @@ class TrackingConfig:
 
 
 @dataclass
+class CheckpointConfig:
+    every_steps: int = 0  # save a resumable run's state every N steps and resume a killed run from it (0: off)
+    dir: Optional[str] = None  # where checkpoints go; None: <results_dir>/checkpoints
+
+
+@dataclass
 class ScaleConfig:
     name: str = "smoke"
 
@@ -86,6 +94,7 @@ class RunConfig:
     privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     scale: ScaleConfig = field(default_factory=ScaleConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     model: Any = None
     method: Any = None
 
@@ -222,6 +231,7 @@ def validate(cfg: DictConfig) -> None:
     """Reject settings no run could honour, before any data is read or model trained."""
     from dpsd.data import DATASETS, dataset_info
     from dpsd.methods import METHODS
+    from dpsd.methods.base import Method
 
     DATASETS.get(cfg.dataset.name)
     method = METHODS.get(cfg.method.name)
@@ -260,6 +270,12 @@ def validate(cfg: DictConfig) -> None:
     for name in ("iterations", "batch_size", "steps_per_iteration"):
         if name in cfg.method and cfg.method[name] < 1:
             raise ConfigError(f"method.{name} must be >= 1, got {cfg.method[name]}")
+    if cfg.checkpoint.every_steps < 0:
+        raise ConfigError(f"checkpoint.every_steps must be >= 0 (0: no checkpoints), got {cfg.checkpoint.every_steps}")
+    if cfg.checkpoint.every_steps and not method.resumable(cfg):
+        resumable = ", ".join(name for name in METHODS.names() if METHODS.get(name).resumable is not Method.resumable)
+        raise ConfigError(f"checkpoint.every_steps: method {cfg.method.name!r} with these settings cannot resume "
+                          f"from a checkpoint; methods that can: {resumable}")
     method.check_config(cfg)
 
 
@@ -286,10 +302,47 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+# Not part of a cell's identity: where results go, where data lives, how runs are tracked and checkpointed.
+_UNHASHED = ("tracking", "results_dir", "checkpoint")
+# Settings added after cells were recorded, at the value every earlier run had (what their code did before
+# the setting existed): left out of the hash at that value, so the archive's cells keep their keys; any other
+# value is part of the cell's identity like every setting.
+_ADDED_AT_HISTORICAL_VALUE = {
+    ("model", "teacher", "input"): {"normalization": "minus_one_one", "image_size": None},
+    ("model", "generator", "output"): "tanh",
+    ("model", "generator", "block_bn_eps"): 1e-5,
+    ("method", "dkd_temperature"): 4.0,
+    ("method", "update_order"): "student_first",  # DPSD's loop (issue 34); DAFL's own values are joint | sequential
+}
+# ``method.dkd_temperature`` (issue 34) came with a change of what ``distillation_loss=dkd`` computes (Eq. (2) as
+# printed before, Zhao et al.'s DKD since). A change of what code computes is what staleness is for: the cells keep
+# their keys, and every run recorded before is STALE (``dpsd/losses.py`` is in each such method's code closure,
+# dpsd/version.py), listed by --dry-run, marked in every table and verdict, re-run with --rerun-stale. Re-keying
+# them instead would hide the label-mode and ``kd`` runs, which computed what they compute now.
+
+
+def config_hash(cfg: DictConfig) -> str:
+    """sha256 (16 hex) of the resolved config as sorted YAML, without ``tracking``, ``results_dir``,
+    ``checkpoint`` and ``data.root``: two configs that would train the same thing hash the same."""
+    container = OmegaConf.to_container(cfg, resolve=True)
+    for key in _UNHASHED:
+        container.pop(key, None)
+    container.get("data", {}).pop("root", None)
+    for (*parents, key), value in _ADDED_AT_HISTORICAL_VALUE.items():
+        node = container
+        for parent in parents:
+            node = node.get(parent) or {}
+        if key in node and node[key] == value:
+            del node[key]
+    text = yaml.safe_dump(container, sort_keys=True, default_flow_style=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def resolve_paths(cfg: DictConfig) -> DictConfig:
     """Make every path absolute (Ray trials change their working directory)."""
     cfg = cfg.copy()
     cfg.results_dir = str(Path(cfg.results_dir).expanduser().resolve())
+    cfg.checkpoint.dir = str(Path(cfg.checkpoint.dir or Path(cfg.results_dir) / "checkpoints").expanduser().resolve())
     if cfg.data.root is not None:
         cfg.data.root = str(Path(cfg.data.root).expanduser().resolve())
     return cfg

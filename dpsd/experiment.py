@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from dpsd.config import resolve_device, resolve_paths, validate
+from dpsd.checkpoint import Checkpointer
+from dpsd.config import config_hash, resolve_device, resolve_paths, validate
 from dpsd.data import WatchedSplit, data_info, load_data
 from dpsd.errors import Fault
 from dpsd.methods import METHODS
@@ -24,7 +26,7 @@ from dpsd.methods.base import RunContext
 from dpsd.privacy_ops.calibrate import calibrate
 from dpsd.progress import ProgressLog, is_terminal
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
-from dpsd.version import code_version, git_commit
+from dpsd.version import code_version, git_commit, method_code_version
 
 FIGURES = ("eps_claimed", "eps_rigorous", "eps_rigorous_rdp", "eps_rigorous_pld")
 """The ledger's epsilons every run reports as metrics."""
@@ -36,6 +38,17 @@ def check_finite(step: int, metrics: dict[str, float]) -> None:
     if bad:
         terms = ", ".join(f"{name} = {value}" for name, value in bad.items())
         raise Fault(f"step {step}: {terms}; the run stopped instead of training on")
+
+
+def checkpointer(cfg: DictConfig) -> Checkpointer | None:
+    """The run's :class:`~dpsd.checkpoint.Checkpointer` where ``checkpoint.every_steps`` asks for one: a file named
+    by the method and the config's hash (:func:`dpsd.config.config_hash`), so the same cell finds it again, kept
+    only for the same code of the method (:func:`dpsd.version.method_code_version`)."""
+    every = int(cfg.checkpoint.every_steps)
+    if not every:
+        return None
+    path = Path(cfg.checkpoint.dir) / f"{cfg.method.name}-{config_hash(cfg)}.pt"
+    return Checkpointer(path=path, every=every, code=method_code_version(cfg.method.name))
 
 
 def privacy_report(cfg: DictConfig) -> dict[str, Any]:
@@ -90,7 +103,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
                 log.update(step, metrics)
             if (step + 1) % stride == 0 and not bar.disable:
                 bar.set_postfix({k: f"{float(v):.3f}" for k, v in metrics.items()}, refresh=False)
-            bar.update()
+            bar.update(step + 1 - bar.n)  # a resumed run's first step jumps to where its checkpoint was
 
         def phase_log(desc: str, phase_total: int) -> ProgressLog | None:
             return ProgressLog(f"{cfg.method.name} {desc}", phase_total) if log is not None else None
@@ -98,7 +111,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         # the method sees the private split watched: reading its images is a release its ledger must cover
         private = WatchedSplit(data.train)
         ctx = RunContext(cfg=cfg, data=dataclasses.replace(data, train=private), teachers=[teacher], device=device,
-                         rng=rng, ledger=ledger, progress=progress, phase_log=phase_log)
+                         rng=rng, ledger=ledger, progress=progress, phase_log=phase_log, checkpoint=checkpointer(cfg))
         train_start = time.perf_counter()
         result = method_cls().fit(ctx)
         time_train = time.perf_counter() - train_start
@@ -131,4 +144,6 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
                                                        "claimed_source", "accountant", "neighbouring")}}
         recorded = tracking.record_run(cfg, metrics, privacy, models, result.samples, tags)
         summary.update(run_id=recorded.run_id, tracking_uri=recorded.uri, tracking_fallback=recorded.fallback)
+    if ctx.checkpoint is not None:  # the run is kept (recorded, or returned untracked): its checkpoint is not needed
+        ctx.checkpoint.discard()
     return summary

@@ -11,7 +11,7 @@ from dpsd.data import data_info, load_data
 from dpsd.errors import ConfigError
 from dpsd.input_space import PUBLISHED_STATISTICS, InputSpace, input_space
 from dpsd.models import build_generator
-from dpsd.sweep.spec import config_hash
+from dpsd.config import config_hash
 from dpsd.teachers import teacher_key
 
 

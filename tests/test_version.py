@@ -191,6 +191,28 @@ def test_the_retag_tool_updates_the_store_and_the_archive(tmp_path, monkeypatch,
     assert f"dgd {old}: today's {method_code_version('dgd')} (vouched by aaa)" in capsys.readouterr().out
 
 
+def test_result_neutral_vouches_only_for_methods_whose_smoke_runs_compute_the_same_numbers(monkeypatch, capsys):
+    """--result-neutral-since: a method whose code changed is vouched for where its smoke runs at the commit and
+    here agree in every metric but the wall times; one whose numbers differ, or whose run fails, is not."""
+    tool = load_tool("retag_code_version")
+    monkeypatch.setattr(tool, "method_code_version_at", lambda commit, method: f"0.0.1+{method}.old")
+    monkeypatch.setattr(tool.subprocess, "run", lambda *args, **kwargs: None)  # no git worktree
+    results = {"dafl": ({"acc": 0.5, "time_train_s": 1.0}, {"acc": 0.5, "time_train_s": 2.0}),
+               "dpsd": ({"acc": 0.5}, {"acc": 0.25}),
+               "dgd": ("Fault: boom", {"acc": 0.5})}
+
+    def smoke(tree, method, workdir):
+        before, after = results[method]
+        value = after if tree == tool.ROOT else before
+        return value if isinstance(value, str) else {k: v for k, v in value.items() if k not in tool.WALL_TIMES}
+
+    monkeypatch.setattr(tool, "smoke_metrics", smoke)
+    vouched = tool.result_neutral("abc1234", list(results))
+    assert vouched == {("0.0.1+dafl.old", "dafl"): "result-neutral since abc1234: smoke run bit-identical"}
+    out = capsys.readouterr().out
+    assert "dpsd 0.0.1+dpsd.old" in out and "differs: acc 0.5 -> 0.25" in out and "differs: Fault: boom" in out
+
+
 def test_code_version_names_the_hash_and_teacher_keys_carry_the_teacher_code():
     assert re.fullmatch(r"\d+\.\d+\.\d+\+src[0-9a-f]{12}", code_version())
     key = teacher_key(compose([]))

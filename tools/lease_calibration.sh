@@ -6,8 +6,10 @@
 #     ended them at 85-90%), beside four side-by-side processes on an H200 0.0205 s (a third lease: 88%), beside the
 #     ResNet-34 ladder 0.063 s (two leases: 30-36%). So they run alone, on the LeNet-5 teachers carried in
 #     .gpu/teachers/ (this machine's teacher cache: `cp results/teachers/mnist-lenet5-seed[012]-*.pt .gpu/teachers/`),
-#     and the window ends 15 s before LIMIT. Called again on the same warm machine, the script starts only the
-#     cells its stores lack (tools/run_cells.py reads them);
+#     and the window ends 15 s before LIMIT. Each cell saves its state every 1,200 iterations
+#     (checkpoint.every_steps, dpsd/checkpoint.py, under /tmp/dpsd_gpu/results_paper/checkpoints): called again on
+#     the same warm machine, the script starts only the cells its stores lack (tools/run_cells.py reads them), and
+#     each goes on from its last checkpoint (a cold machine has none: the files are not carried back);
 #   * SIDE_BY_SIDE=1: also DAFL beside DAFL's own code for the first 5 epochs, seeds 0 and 1, ours with the
 #     official teacher (tools/dafl_side_by_side.py --teacher official), four light processes;
 #   * LADDERS=1: also the ladders' cells the archive lacks (ResNet-34, then LeNet-5) in one more process
@@ -20,12 +22,14 @@
 # recorded when it ends: one the window stops leaves only its lines in the logs.
 # Needs, carried from the repository root: .whl/ (the Python packages the machine's image lacks), .gpu/mnist/
 # (MNIST's four files, gzipped) and .gpu/DAFL/ (DAFL's folder of huawei-noah/Data-Efficient-Model-Compression).
-# LIMIT: seconds the whole script may take (default 580); EXTRA: overrides for every run (a local check).
+# LIMIT: seconds the whole script may take (default 580); EXTRA: overrides for every run (a local check);
+# CHECKPOINT: the DAFL cells' iterations between checkpoints (default 1200).
 set -u
 LIMIT=${LIMIT:-580}
 LADDERS=${LADDERS:-0}
 SIDE_BY_SIDE=${SIDE_BY_SIDE:-0}
 EXTRA=${EXTRA:-}
+CHECKPOINT=${CHECKPOINT:-1200}
 OUT=${OUT:-/tmp/lease_out}
 PY=${PY:-python3}
 OFFICIAL=${OFFICIAL:-.gpu/DAFL}
@@ -54,8 +58,8 @@ fi
 D="data.root=/tmp/data"
 mkdir -p /tmp/dpsd_gpu/results_paper/teachers  # the carried teachers: the cells' teacher cache finds them
 cp -n .gpu/teachers/*.pt /tmp/dpsd_gpu/results_paper/teachers/ 2> /dev/null && echo "teachers carried: $(ls .gpu/teachers | tr '\n' ' ')"
-timeout $STOP $PY tools/run_cells.py dafl_table1 --processes 3 --stores /tmp/dpsd_gpu/paper \
-  scale=paper $D results_dir=/tmp/dpsd_gpu/results_paper $EXTRA > /tmp/logs/cells_paper.log 2>&1 &
+timeout $STOP $PY tools/run_cells.py dafl_table1 --match 'model/generator=dafl' --processes 3 --stores /tmp/dpsd_gpu/paper \
+  scale=paper $D results_dir=/tmp/dpsd_gpu/results_paper checkpoint.every_steps=$CHECKPOINT $EXTRA > /tmp/logs/cells_paper.log 2>&1 &
 PAPER=$!
 if [ "$LADDERS" = 1 ]; then
   timeout $STOP $PY tools/run_cells.py ladder_resnet34 ladder_lenet5 --processes 1 --stores /tmp/dpsd_gpu/ladders \

@@ -1,7 +1,8 @@
 """Give today's method code version to the runs that today's code of their method computed, recorded
-under an older hashing rule or before another method's code changed.
+under an older hashing rule, before another method's code changed, or before a change shown result-neutral.
 
     python tools/retag_code_version.py [--results-dir DIR] [--archive results/runs.csv] [--dry-run]
+                                       [--result-neutral-since COMMIT]
 
 A run is current when its tag ``method_code_version`` is today's ``dpsd.version.method_code_version`` of its
 method. A change to how ``dpsd/version.py`` hashes the sources, or runs recorded before that tag (with the
@@ -11,18 +12,80 @@ today's rule (``dpsd.version.method_code_version_at``); where that equals today'
 or where the recorded version is today's whole tree's, every such run gets today's method version,
 keeping the old one in ``code_version_recorded`` and what vouches for it in ``code_version_vouched_by``.
 The ``--archive`` rows of such runs get it too. Runs whose method's code differs stay stale.
+
+``--result-neutral-since COMMIT`` vouches by measurement for a change to shared code that computes the same
+numbers (a new switch that is off by default, a refactor): for every method whose code version differs between
+COMMIT and this checkout, it runs the method's default smoke run (``dpsd run method=M tracking=none``, the
+embedded dataset, CPU) once with COMMIT's code and once with this checkout's, each in its own process, and
+where every metric but the wall times is bit-identical, the runs recorded by COMMIT's version of that method get
+today's (vouched by ``result-neutral since COMMIT``). A method whose numbers differ, or whose run fails, is
+listed and keeps its runs stale. It is evidence for the default path of each method, not a proof for every
+config: use it for changes whose new code is off by default, and say so in the commit.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import mlflow
 
+from dpsd.methods import METHODS
 from dpsd.report.runs import read_archive, write_archive
 from dpsd.sweep.store import equivalent_versions, retag_equivalent_runs
-from dpsd.version import method_code_version
+from dpsd.version import ROOT, method_code_version, method_code_version_at
+
+WALL_TIMES = ("time_train_s", "time_total_s")
+"""Metrics that measure the machine, not the computation: left out of the comparison."""
+
+
+def smoke_metrics(tree: Path, method: str, workdir: Path) -> dict[str, float] | str:
+    """The metrics of ``method``'s default smoke run with the code in ``tree`` (wall times left out), or the
+    last line of its error where it failed."""
+    out = workdir / f"{method}.json"
+    done = subprocess.run([sys.executable, "-m", "dpsd.cli", "run", f"method={method}", "tracking=none",
+                           f"results_dir={workdir}", "--json", str(out)],
+                          cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
+    if done.returncode:
+        return (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {k: v for k, v in json.loads(out.read_text())["metrics"].items() if k not in WALL_TIMES}
+
+
+def result_neutral(commit: str, methods: list[str]) -> dict[tuple[str, str], str]:
+    """``(COMMIT's version, method) -> vouching words`` for each method in ``methods`` whose version changed
+    since ``commit`` and whose default smoke run computes the same metrics with both codes."""
+    vouched: dict[tuple[str, str], str] = {}
+    changed = {m: method_code_version_at(commit, m) for m in methods}
+    changed = {m: old for m, old in changed.items() if old is not None and old != method_code_version(m)}
+    if not changed:
+        print(f"no method's code changed since {commit}")
+        return vouched
+    with tempfile.TemporaryDirectory() as scratch:
+        base = Path(scratch) / "base"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), commit], check=True)
+        try:
+            for method, old in sorted(changed.items()):
+                before = smoke_metrics(base, method, Path(scratch) / "before")
+                after = smoke_metrics(ROOT, method, Path(scratch) / "after")
+                same = isinstance(before, dict) and before == after
+                if same:
+                    vouched[(old, method)] = f"result-neutral since {commit}: smoke run bit-identical"
+                failed = [result for result in (before, after) if isinstance(result, str)]
+                verdict = "identical" if same else f"differs: {failed[0] if failed else _differences(before, after)}"
+                print(f"  {method} {old} -> {method_code_version(method)}: {verdict}", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
+    return vouched
+
+
+def _differences(before: dict, after: dict) -> str:
+    keys = sorted(set(before) | set(after))
+    return ", ".join(f"{k} {before.get(k)} -> {after.get(k)}" for k in keys if before.get(k) != after.get(k))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,13 +93,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results-dir", type=Path, default=Path("results"), help="holds mlflow.db (default results)")
     parser.add_argument("--archive", type=Path, help="a runs archive CSV to update as well")
     parser.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
+    parser.add_argument("--result-neutral-since", metavar="COMMIT",
+                        help="vouch for the methods whose smoke runs at COMMIT and here compute the same metrics")
+    parser.add_argument("--methods", nargs="+", help="with --result-neutral-since: only these (default: all)")
     args = parser.parse_args(argv)
     store = args.results_dir / "mlflow.db"
     if not store.exists():
         parser.error(f"no MLflow store at {store} (expected the results folder of dpsd sweep / dpsd run)")
+    unknown = sorted(set(args.methods or ()) - set(METHODS.names()))
+    if unknown:
+        parser.error(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(METHODS.names())}")
     client = mlflow.MlflowClient(f"sqlite:///{store.resolve()}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     vouched = equivalent_versions(client, experiments)
+    if args.result_neutral_since:
+        vouched.update(result_neutral(args.result_neutral_since, args.methods or METHODS.names()))
     for (version, method), by in sorted(vouched.items()):
         print(f"  {method} {version}: today's {method_code_version(method)} (vouched by {by})")
     if args.dry_run or not vouched:

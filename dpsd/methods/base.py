@@ -17,6 +17,7 @@ import torch
 from omegaconf import MISSING, DictConfig
 from torch import nn
 
+from dpsd.checkpoint import Checkpointer
 from dpsd.data import DataInfo, DataSplits
 from dpsd.privacy.accounting import Ledger
 from dpsd.progress import ProgressLog
@@ -57,6 +58,8 @@ class RunContext:
     # a log for a phase before or beside the steps (ensemble members, a generator, a VAE): ``(desc, total)``
     # gives a ProgressLog where the run prints progress lines (stdout not a terminal), else None
     phase_log: Callable[[str, int], Optional[ProgressLog]] = lambda desc, total: None
+    # ``checkpoint.every_steps`` > 0 on a resumable method: saves the trainer's state, resumes a killed run
+    checkpoint: Optional[Checkpointer] = None
 
     @property
     def info(self) -> DataInfo:
@@ -82,12 +85,16 @@ class Trainer:
     ``student`` and ``generator`` (``None`` for a method without one) are what the run releases;
     ``queries`` counts the teacher queries made so far (samples annotated for the student);
     ``sample_grid()`` a few synthetic images (``None`` without a generator); ``close()`` lets go of
-    what the trainer holds beyond the run (FedDPSD's Ray clients).
+    what the trainer holds beyond the run (FedDPSD's Ray clients). ``checkpointed`` names the attributes
+    (networks, optimizers: anything with ``state_dict``) that, with ``queries``, the run's random generators and
+    the ledger, are all the next step depends on (:mod:`dpsd.checkpoint`); a method whose trainer names them
+    says so in :meth:`Method.resumable`.
     """
 
     student: nn.Module
     generator: Optional[nn.Module] = None
     queries: int = 0
+    checkpointed: tuple[str, ...] = ()
 
     def step(self) -> dict[str, torch.Tensor]:
         raise NotImplementedError
@@ -136,6 +143,12 @@ class Method:
         """One-line ConfigErrors for settings this method cannot honour (run by ``config.validate``)."""
 
     @staticmethod
+    def resumable(cfg: DictConfig) -> bool:
+        """Whether a run of ``cfg`` can resume from a checkpoint (``checkpoint.every_steps``): only where the
+        default :meth:`fit` drives a trainer whose ``checkpointed`` attributes hold all its state."""
+        return False
+
+    @staticmethod
     def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
         """The config key path ``privacy.calibrate`` solves for and its search range: by default
         the privacy mode's (:data:`NOISE_PARAMETERS`)."""
@@ -155,14 +168,21 @@ class Method:
         return int(cfg.method.iterations) * int(cfg.method.get("steps_per_iteration", 1))
 
     def fit(self, ctx: RunContext) -> RunResult:
-        """``total_steps(cfg)`` steps of the method's trainer, then :meth:`result`."""
-        trainer = self.make_trainer(ctx)
+        """``total_steps(cfg)`` steps of the method's trainer, then :meth:`result`; with ``ctx.checkpoint``,
+        from the step a checkpoint of this run had reached, saving one every ``checkpoint.every_steps``."""
+        trainer, total, checkpoint = self.make_trainer(ctx), self.total_steps(ctx.cfg), ctx.checkpoint
         try:
+            start = checkpoint.restore(trainer, ctx.ledger.events, ctx.rng) if checkpoint else 0
             metrics: dict[str, float] = {}
-            for step in range(self.total_steps(ctx.cfg)):
+            for step in range(start, total):
                 metrics = trainer.step()
                 ctx.progress(step, metrics)
-            return self.result(ctx, trainer, metrics)
+                if checkpoint and checkpoint.due(step + 1, total):
+                    checkpoint.save(step + 1, trainer, ctx.ledger.events, ctx.rng)
+            result = self.result(ctx, trainer, metrics)
+            if checkpoint:
+                result.metrics["resumed_after_step"] = float(start)
+            return result
         finally:
             trainer.close()
 

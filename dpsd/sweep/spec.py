@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import hashlib
 import itertools
 import os
 import re
@@ -21,7 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import CONFIG_DIR, check_method_overrides, compose, switch_noise_off
+from dpsd.config import CONFIG_DIR, check_method_overrides, compose, config_hash, switch_noise_off
 from dpsd.errors import ConfigError
 
 SCALES = ("smoke", "laptop", "paper")
@@ -31,25 +30,6 @@ REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 # ``sweeps/common/smoke.yaml``, wherever the spec lies, unless the spec's folder has a ``common/smoke.yaml``
 # of its own (a set of specs that shrinks differently).
 COMMON_SMOKE = Path("common") / "smoke.yaml"
-# Not part of a cell's identity: where results go, where data lives, how runs are tracked.
-_UNHASHED = ("tracking", "results_dir")
-# Settings added after cells were recorded, at the value every earlier run had (what their code did before
-# the setting existed): left out of the hash at that value, so the archive's cells keep their keys; any other
-# value is part of the cell's identity like every setting.
-_ADDED_AT_HISTORICAL_VALUE = {
-    ("model", "teacher", "input"): {"normalization": "minus_one_one", "image_size": None},
-    ("model", "generator", "output"): "tanh",
-    ("model", "generator", "block_bn_eps"): 1e-5,
-    ("method", "dkd_temperature"): 4.0,
-    ("method", "update_order"): "student_first",  # DPSD's loop (issue 34); DAFL's own values are joint | sequential
-}
-# ``method.dkd_temperature`` (issue 34) came with a change of what ``distillation_loss=dkd`` computes (Eq. (2) as
-# printed before, Zhao et al.'s DKD since). A change of what code computes is what staleness is for: the cells keep
-# their keys, and every run recorded before is STALE (``dpsd/losses.py`` is in each such method's code closure,
-# dpsd/version.py), listed by --dry-run, marked in every table and verdict, re-run with --rerun-stale. Re-keying
-# them instead would hide the label-mode and ``kd`` runs, which computed what they compute now.
-
-
 @dataclass(frozen=True)
 class Spec:
     """A sweep spec as written in ``sweeps/<name>.yaml`` (keys: SPEC_KEYS)."""
@@ -230,23 +210,6 @@ def split_scale(overrides: Sequence[str], default: str = "smoke") -> tuple[str, 
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     return scale, rest
-
-
-def config_hash(cfg: DictConfig) -> str:
-    """sha256 (16 hex) of the resolved config as sorted YAML, without ``tracking``, ``results_dir``
-    and ``data.root``: two configs that would train the same thing hash the same."""
-    container = OmegaConf.to_container(cfg, resolve=True)
-    for key in _UNHASHED:
-        container.pop(key, None)
-    container.get("data", {}).pop("root", None)
-    for (*parents, key), value in _ADDED_AT_HISTORICAL_VALUE.items():
-        node = container
-        for parent in parents:
-            node = node.get(parent) or {}
-        if key in node and node[key] == value:
-            del node[key]
-    text = yaml.safe_dump(container, sort_keys=True, default_flow_style=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def composed(overrides: Sequence[str]) -> DictConfig:

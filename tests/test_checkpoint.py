@@ -1,0 +1,86 @@
+"""Resumable runs (dpsd/checkpoint.py): a run killed after a checkpoint ends as if it had never stopped."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from baselines.dafl import DAFLTrainer
+from dpsd.checkpoint import Checkpointer
+from dpsd.config import compose, config_hash, resolve_paths, validate
+from dpsd.errors import ConfigError
+from dpsd.experiment import checkpointer, run_experiment
+
+DAFL_SMALL = ["method=dafl", "tracking=none", "method.iterations=6", "method.batch_size=16",
+              "model.teacher.recipe.steps=20"]
+
+
+def _cfg(tmp_path, *extra):
+    return resolve_paths(compose([*DAFL_SMALL, f"results_dir={tmp_path}", *extra]))
+
+
+class Killed(RuntimeError):
+    """The stand-in for a run's process being killed mid-run."""
+
+
+def _killed_at(monkeypatch, call: int) -> None:
+    """Make DAFLTrainer.step raise on its ``call``-th call (1-based), as a kill between steps would stop it."""
+    original, calls = DAFLTrainer.step, {"n": 0}
+
+    def step(self):
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise Killed(f"killed at call {call}")
+        return original(self)
+
+    monkeypatch.setattr(DAFLTrainer, "step", step)
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_unbroken_one(tmp_path, monkeypatch):
+    unbroken = run_experiment(_cfg(tmp_path / "unbroken", "checkpoint.every_steps=2"), show_progress=False)["metrics"]
+    cfg = _cfg(tmp_path / "killed", "checkpoint.every_steps=2")
+    with monkeypatch.context() as patch:
+        _killed_at(patch, 6)  # steps 1-5 done, checkpoints after steps 2 and 4
+        with pytest.raises(Killed):
+            run_experiment(cfg, show_progress=False)
+    saved = checkpointer(cfg).path
+    assert saved.is_file() and torch.load(saved, weights_only=False)["steps_done"] == 4
+    resumed = run_experiment(cfg, show_progress=False)["metrics"]
+    assert resumed["resumed_after_step"] == 4 and unbroken["resumed_after_step"] == 0
+    for name in ("student_test_accuracy", "final_student_loss", "final_generator_loss", "queries", "eps_rigorous"):
+        assert resumed[name] == unbroken[name], name
+    assert not saved.exists()  # the run is kept: its checkpoint is deleted
+
+
+def test_a_checkpoint_written_by_other_code_is_not_resumed(tmp_path, capsys):
+    cfg = _cfg(tmp_path, "checkpoint.every_steps=2")
+    path = checkpointer(cfg).path
+    Checkpointer(path=path, every=2, code="0.0.0+dafl.other").save(4, _Stub(), [], torch.Generator())
+    metrics = run_experiment(cfg, show_progress=False)["metrics"]
+    assert metrics["resumed_after_step"] == 0
+    assert "starting afresh" in capsys.readouterr().err
+
+
+class _Stub:
+    checkpointed = ()
+    queries = 0
+
+
+def test_the_checkpoint_settings_are_not_part_of_a_cell_s_identity(tmp_path):
+    assert config_hash(_cfg(tmp_path, "checkpoint.every_steps=2")) == config_hash(_cfg(tmp_path))
+    assert checkpointer(_cfg(tmp_path)) is None
+    assert str(checkpointer(_cfg(tmp_path, "checkpoint.every_steps=3")).path).startswith(str(tmp_path / "checkpoints"))
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["checkpoint.every_steps=-1"], "checkpoint.every_steps must be >= 0"),
+    (["checkpoint.every_steps=5", "model/generator=gaussian_noise"], "cannot resume from a checkpoint; methods that can: dafl"),
+])
+def test_a_run_that_cannot_checkpoint_is_refused_in_one_line(tmp_path, overrides, words):
+    with pytest.raises(ConfigError, match=words):
+        validate(_cfg(tmp_path, *overrides))
+
+
+def test_only_methods_that_name_their_state_are_resumable():
+    with pytest.raises(ConfigError, match="method 'dpsd' with these settings cannot resume"):
+        validate(resolve_paths(compose(["method=dpsd", "checkpoint.every_steps=5"])))
