@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The calibration runs that need a GPU, as one command on a lent GPU machine (issues 33 and 34):
 #   * DAFL Table 1's DAFL row at DAFL's budget (sweeps/dafl_table1.yaml, scale=paper: 200 epochs of 120
-#     iterations of 512), seeds 0-2, three processes for the whole window. Three alone on an H100 took 0.0214-0.0227 s
+#     iterations of 512), seeds 0-2 of the spec's 0-4, three processes for the whole window. Three alone on an H100 took 0.0214-0.0227 s
 #     an iteration (24,000 need up to 545 s; a fourth lease trained their teachers first, about 80 s, and its window
 #     ended them at 85-90%), beside four side-by-side processes on an H200 0.0205 s (a third lease: 88%), beside the
 #     ResNet-34 ladder 0.063 s (two leases: 30-36%). So they run alone, on the LeNet-5 teachers carried in
@@ -58,7 +58,7 @@ fi
 D="data.root=/tmp/data"
 mkdir -p /tmp/dpsd_gpu/results_paper/teachers  # the carried teachers: the cells' teacher cache finds them
 cp -n .gpu/teachers/*.pt /tmp/dpsd_gpu/results_paper/teachers/ 2> /dev/null && echo "teachers carried: $(ls .gpu/teachers | tr '\n' ' ')"
-timeout $STOP $PY tools/run_cells.py dafl_table1 --match 'model/generator=dafl' --processes 3 --stores /tmp/dpsd_gpu/paper \
+timeout $STOP $PY tools/run_cells.py dafl_table1 --match 'model/generator=dafl seed=[012]$' --processes 3 --stores /tmp/dpsd_gpu/paper \
   scale=paper $D results_dir=/tmp/dpsd_gpu/results_paper checkpoint.every_steps=$CHECKPOINT $EXTRA > /tmp/logs/cells_paper.log 2>&1 &
 PAPER=$!
 if [ "$LADDERS" = 1 ]; then
