@@ -227,6 +227,12 @@ def test_match_runs_only_the_cells_whose_label_it_matches_and_lists_the_rest_as_
     assert "left out by --match (not run): 1" in format_summary(summary, dry_run=True)
     with pytest.raises(ConfigError, match="not a regular expression"):
         run_sweep(path, "smoke", overrides, dry_run=True, match="epsilon=(1")
+    # a setting only the matched cells accept (DAFL checkpoints, DPSD does not) is checked on those alone
+    mixed = write_spec(tmp_path, "mixed", grid={"method": ["dpsd", "dafl"]})
+    checkpointed = [*overrides, "checkpoint.every_steps=2"]
+    assert run_sweep(mixed, "smoke", checkpointed, dry_run=True, match="method=dafl")["left_out"] == ["method=dpsd seed=0"]
+    with pytest.raises(ConfigError, match="method 'dpsd' with these settings cannot resume"):
+        run_sweep(mixed, "smoke", checkpointed, dry_run=True)
     with pytest.raises(ConfigError, match="matches none of spec matched's 2 cell labels"):
         run_sweep(path, "smoke", overrides, dry_run=True, match="epsilon=100")
 

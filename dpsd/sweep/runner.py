@@ -421,7 +421,7 @@ def cell_pattern(match: str | None) -> re.Pattern | None:
 def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], address: str | None, dry_run: bool,
           rerun_stale: bool, datasets: dict[str, str | None], pattern: re.Pattern | None = None,
           archived: dict[str, set[str]] | None = None, seeds: int | None = None) -> SweepPlan:
-    """Expand a spec (at seeds 0..``seeds``-1 where given), check its cells, ask MLflow which are done, stale
+    """Expand a spec (at seeds 0..``seeds``-1 where given), check the cells ``pattern`` matches, ask MLflow which are done, stale
     or failed before, find absent data (recorded as such unless ``dry_run``), leave out the cells ``pattern``
     does not match: what :func:`run_sweeps` runs."""
     from dpsd.tracking import check_tracking
@@ -436,8 +436,9 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     sweep_cfg = configs[0]
     if not sweep_cfg.tracking.enabled:
         raise ConfigError("dpsd sweep records every cell in MLflow; tracking=none is not accepted")
-    for cfg in configs:
-        validate(cfg)
+    for cell, cfg in zip(cells, configs):  # the cells it may run: a run-time override (checkpoint.every_steps)
+        if pattern is None or pattern.search(cell.label):  # may suit only the cells --match picks
+            validate(cfg)
     check_tracking(sweep_cfg)
     client, experiment_id = client_for(sweep_cfg)
     versions = merged_versions(recorded_versions(client, experiment_id), archived or {})
