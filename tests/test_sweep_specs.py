@@ -13,8 +13,10 @@ import yaml
 from omegaconf import OmegaConf
 
 from dpsd.config import compose, validate
+from dpsd.data import data_info
 from dpsd.errors import ConfigError
 from dpsd.methods import METHODS
+from dpsd.models import build_classifier
 from dpsd.sweep import spec as sweep_spec
 from dpsd.sweep.spec import SPEC_KEYS, composed, load_spec, override_key
 from dpsd.report.render import KINDS
@@ -160,6 +162,9 @@ def _check_cells(cells: list[tuple[dict, list[str]]], scales=("smoke",)):
             # the sweep's composition (one Hydra call per set of group choices) gives compose's config
             assert OmegaConf.to_container(composed(full_overrides(spec, own, scale))) == OmegaConf.to_container(cfg)
             assert cfg.method.name == method and cfg.scale.name == scale
+            info = data_info(cfg)  # the networks take the cell's inputs (a LeNet only 32x32: caught before a run)
+            for arch in {cfg.model.teacher.arch, cfg.model.student.arch}:
+                build_classifier(arch, info.channels, info.image_size, info.num_classes)
             for override in own:  # the cell's own values reach the config
                 key, value = override.split("=", 1)
                 if "/" not in key and key not in ("method", "privacy", "dataset") and not key.startswith("+"):
