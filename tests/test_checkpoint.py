@@ -52,6 +52,13 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_unbroken_one(tm
     assert not saved.exists()  # the run is kept: its checkpoint is deleted
 
 
+class _Stub:
+    """A trainer with no state: enough to write a checkpoint file."""
+
+    checkpointed = ()
+    queries = 0
+
+
 def test_a_checkpoint_written_by_other_code_is_not_resumed(tmp_path, capsys):
     cfg = _cfg(tmp_path, "checkpoint.every_steps=2")
     path = checkpointer(cfg).path
@@ -59,11 +66,6 @@ def test_a_checkpoint_written_by_other_code_is_not_resumed(tmp_path, capsys):
     metrics = run_experiment(cfg, show_progress=False)["metrics"]
     assert metrics["resumed_after_step"] == 0
     assert "starting afresh" in capsys.readouterr().err
-
-
-class _Stub:
-    checkpointed = ()
-    queries = 0
 
 
 def test_the_checkpoint_settings_are_not_part_of_a_cell_s_identity(tmp_path):
