@@ -126,8 +126,9 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         # a method's partial figure (e.g. DGD's eps_labels_only), under its own name
         **{key: value for key, value in privacy.items() if key.startswith("eps_") and key not in FIGURES},
         **{name: float(value) for name, value in result.metrics.items()},
-        # wall seconds: the method's fit, and the whole run (data, teacher, fit, evaluation) before recording
-        "time_train_s": time_train,
+        # wall seconds: the method's fit (a resumed run's before its checkpoint too), and the whole run (data,
+        # teacher, fit, evaluation) before recording
+        "time_train_s": time_train + result.metrics.get("train_s_before_resume", 0.0),
         "time_total_s": time.perf_counter() - run_start,
     }
     summary = {"metrics": metrics, "privacy": privacy, "teacher": teacher_record, "run_id": None}

@@ -44,9 +44,12 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_unbroken_one(tm
         with pytest.raises(Killed):
             run_experiment(cfg, show_progress=False)
     saved = checkpointer(cfg).path
-    assert saved.is_file() and torch.load(saved, weights_only=False)["steps_done"] == 4
+    state = torch.load(saved, weights_only=False)
+    assert state["steps_done"] == 4 and state["train_seconds"] > 0
     resumed = run_experiment(cfg, show_progress=False)["metrics"]
     assert resumed["resumed_after_step"] == 4 and unbroken["resumed_after_step"] == 0
+    # the wall time counts the four steps trained before the kill, too
+    assert resumed["train_s_before_resume"] == state["train_seconds"] < resumed["time_train_s"]
     for name in ("student_test_accuracy", "final_student_loss", "final_generator_loss", "queries", "eps_rigorous"):
         assert resumed[name] == unbroken[name], name
     assert not saved.exists()  # the run is kept: its checkpoint is deleted
@@ -62,7 +65,7 @@ class _Stub:
 def test_a_checkpoint_written_by_other_code_is_not_resumed(tmp_path, capsys):
     cfg = _cfg(tmp_path, "checkpoint.every_steps=2")
     path = checkpointer(cfg).path
-    Checkpointer(path=path, every=2, code="0.0.0+dafl.other").save(4, _Stub(), [], torch.Generator())
+    Checkpointer(path=path, every=2, code="0.0.0+dafl.other").save(4, _Stub(), [], torch.Generator(), 1.0)
     metrics = run_experiment(cfg, show_progress=False)["metrics"]
     assert metrics["resumed_after_step"] == 0
     assert "starting afresh" in capsys.readouterr().err

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import load_tool
+
+from dpsd.errors import ConfigError
 
 SPEC = """name: tiny_cells
 on_demand: true
@@ -49,3 +52,16 @@ def test_a_second_call_on_the_same_stores_starts_only_what_the_first_left(tmp_pa
     out = capsys.readouterr().out
     assert "run_cells: 2 cells to run" in out  # the teacher and dfkd; the recorded kd_data cell is done
     assert "method=kd_data" not in out
+
+
+def test_a_skipped_cell_is_not_checked_against_a_setting_only_the_others_accept(tmp_path, capsys):
+    """checkpoint.every_steps suits DAFL, not the teacher: --skip the teacher's cells and the call is accepted."""
+    spec = tmp_path / "mixed_cells.yaml"
+    spec.write_text("name: mixed_cells\non_demand: true\nbase: [dataset=digits, privacy=none]\nseeds: [0]\n"
+                    "cells:\n  - [method=teacher]\n  - [method=dafl]\n")
+    argv = [str(spec), "--dry-run", "--no-archive", "checkpoint.every_steps=2", f"results_dir={tmp_path / 'results'}"]
+    with pytest.raises(ConfigError, match="'teacher' with these settings cannot resume"):
+        load_tool("run_cells").main(argv)
+    assert load_tool("run_cells").main([*argv, "--skip", "method=teacher "]) == 0
+    assert [line.strip() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  mixed_cells: ")] == ["mixed_cells: method=dafl seed=0"]

@@ -101,12 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     archived = merged_versions({} if args.no_archive else archived_versions(Path("results/runs.csv")),
                                stored_versions(args.stores))
     plans = [_plan(spec, scale, overrides, None, False, args.rerun_stale, {}, cell_pattern(args.match), archived,
-                   int(seeds) if seeds else None) for spec, _, seeds in specs]
-    skip = cell_pattern(args.skip)
+                   int(seeds) if seeds else None, cell_pattern(args.skip, "--skip")) for spec, _, seeds in specs]
     jobs, seen, teachers = [], set(), {}
     for order, plan in enumerate(plans):
         for cell, cfg in plan.pending:
-            if cell.config_hash in seen or (skip is not None and skip.search(cell.label)):
+            if cell.config_hash in seen:
                 continue
             seen.add(cell.config_hash)
             trial = list(cell.overrides) + _path_overrides(cfg)

@@ -9,6 +9,7 @@ it happens; ``fit`` records the releases as it makes them into ``ctx.ledger``.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, Optional
@@ -172,16 +173,18 @@ class Method:
         from the step a checkpoint of this run had reached, saving one every ``checkpoint.every_steps``."""
         trainer, total, checkpoint = self.make_trainer(ctx), self.total_steps(ctx.cfg), ctx.checkpoint
         try:
-            start = checkpoint.restore(trainer, ctx.ledger.events, ctx.rng) if checkpoint else 0
+            clock = time.perf_counter()
+            start, before = checkpoint.restore(trainer, ctx.ledger.events, ctx.rng) if checkpoint else (0, 0.0)
             metrics: dict[str, float] = {}
             for step in range(start, total):
                 metrics = trainer.step()
                 ctx.progress(step, metrics)
                 if checkpoint and checkpoint.due(step + 1, total):
-                    checkpoint.save(step + 1, trainer, ctx.ledger.events, ctx.rng)
+                    checkpoint.save(step + 1, trainer, ctx.ledger.events, ctx.rng,
+                                    before + time.perf_counter() - clock)
             result = self.result(ctx, trainer, metrics)
-            if checkpoint:
-                result.metrics["resumed_after_step"] = float(start)
+            if checkpoint:  # the driver adds the seconds trained before the resume to time_train_s
+                result.metrics.update(resumed_after_step=float(start), train_s_before_resume=before)
             return result
         finally:
             trainer.close()

@@ -408,22 +408,23 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     return [_finish(plan, outcomes, owner, driver) for plan in plans]
 
 
-def cell_pattern(match: str | None) -> re.Pattern | None:
-    """``--match``'s regular expression, compiled; a one-line error before any compute if it is not one."""
+def cell_pattern(match: str | None, option: str = "--match") -> re.Pattern | None:
+    """``option``'s regular expression, compiled; a one-line error before any compute if it is not one."""
     if match is None:
         return None
     try:
         return re.compile(match)
     except re.error as err:
-        raise ConfigError(f"--match {match!r} is not a regular expression ({err})") from None
+        raise ConfigError(f"{option} {match!r} is not a regular expression ({err})") from None
 
 
 def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], address: str | None, dry_run: bool,
           rerun_stale: bool, datasets: dict[str, str | None], pattern: re.Pattern | None = None,
-          archived: dict[str, set[str]] | None = None, seeds: int | None = None) -> SweepPlan:
-    """Expand a spec (at seeds 0..``seeds``-1 where given), check the cells ``pattern`` matches, ask MLflow which are done, stale
-    or failed before, find absent data (recorded as such unless ``dry_run``), leave out the cells ``pattern``
-    does not match: what :func:`run_sweeps` runs."""
+          archived: dict[str, set[str]] | None = None, seeds: int | None = None,
+          skip: re.Pattern | None = None) -> SweepPlan:
+    """Expand a spec (at seeds 0..``seeds``-1 where given), check the cells ``pattern`` matches (less those
+    ``skip`` matches), ask MLflow which are done, stale or failed before, find absent data (recorded as such
+    unless ``dry_run``), leave out the other cells: what :func:`run_sweeps` runs."""
     from dpsd.tracking import check_tracking
 
     spec = with_seeds(load_spec(spec_path), seeds)
@@ -436,8 +437,11 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     sweep_cfg = configs[0]
     if not sweep_cfg.tracking.enabled:
         raise ConfigError("dpsd sweep records every cell in MLflow; tracking=none is not accepted")
+    def chosen(label: str) -> bool:
+        return (pattern is None or bool(pattern.search(label))) and not (skip is not None and skip.search(label))
+
     for cell, cfg in zip(cells, configs):  # the cells it may run: a run-time override (checkpoint.every_steps)
-        if pattern is None or pattern.search(cell.label):  # may suit only the cells --match picks
+        if chosen(cell.label):  # may suit only the cells --match picks
             validate(cfg)
     check_tracking(sweep_cfg)
     client, experiment_id = client_for(sweep_cfg)
@@ -453,9 +457,8 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     status = {c.config_hash: cell_state(versions, c.config_hash, current[c.method]) for c in cells}
     if rerun_stale:
         status = {digest: "to_run" if state == "stale" else state for digest, state in status.items()}
-    if pattern is not None:
-        status.update({c.config_hash: "left_out" for c in cells
-                       if status[c.config_hash] == "to_run" and not pattern.search(c.label)})
+    status.update({c.config_hash: "left_out" for c in cells
+                   if status[c.config_hash] == "to_run" and not chosen(c.label)})
     reasons = {c.label: failed_before[c.config_hash] for c in cells
                if status[c.config_hash] == "to_run" and c.config_hash in failed_before}
     pending = [(c, cfg) for c, cfg in zip(cells, configs) if status[c.config_hash] == "to_run"]
