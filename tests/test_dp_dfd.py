@@ -215,3 +215,14 @@ def test_labels_are_queried_once_per_stage_and_reused(results_dir):
     assert counting.answered == 96 and trainer.targets is not targets
     assert ctx.ledger.queries == 96
     assert torch.all(trainer.targets.sum(dim=1) == 1)  # one-hot answers
+
+
+def test_a_teacher_without_batchnorm_is_refused_before_any_compute_while_eq2_reads_its_statistics():
+    """Eq. (2)'s third term reads the teacher's BatchNorm: DAFL's LeNet-5 has none (the first readings spec that
+    tried it failed mid-run); without the term, or without a generator to train, the teacher is accepted."""
+    lenet5 = ["method=dp_dfd", "dataset=mnist", "privacy=label", "model/teacher=lenet5", "model.teacher.arch=lenet5"]
+    with pytest.raises(ConfigError, match="model.teacher.arch=lenet5 has none"):
+        DpDfd.check_config(compose(lenet5))
+    DpDfd.check_config(compose([*lenet5, "method.generator_loss.bn_statistics=0"]))
+    DpDfd.check_config(compose([*lenet5, "model/generator=gaussian_noise"]))
+    DpDfd.check_config(compose(["method=dp_dfd", "dataset=mnist", "privacy=label"]))  # the small CNN has BatchNorm

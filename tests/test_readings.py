@@ -99,3 +99,16 @@ def test_one_switch_at_a_time_reads_each_flip_against_the_centre_over_the_seeds_
     assert table.loc["student steps", "Value"] == "5" and table.loc["student steps", "Reading"] == REPAIR
     assert table.loc["student steps", "Change (points)"] == "+10.00"  # seed 0 only: 90 - 80
     assert table.loc["latents", "Change (points)"] == "-71.00"  # seeds 0-1: 11 - 82
+
+
+def test_a_design_run_at_another_rung_names_it_in_its_tables_and_in_the_verdict_words():
+    """DP-DFD's readings ran at R5: its columns and its verdict clause say so, where DPSD's say R3."""
+    cfg = compose(["method=dp_dfd", "dataset=digits", "privacy=label", "method.keep_answer=soft"])
+    frame = pd.DataFrame([{"status": "run", "method": "dp_dfd", "group": "0", "seed": seed, "accuracy": 70.0 + seed,
+                           "config": cfg} for seed in (0, 1)])
+    at_r5 = seed_rows(frame, "R5, ε claimed 10")
+    assert at_r5.iloc[0]["kept answer"] == "soft" and readings.switches_of(at_r5) is readings.DP_DFD_SWITCHES
+    assert "R5, ε claimed 10 (%)" in run_table(at_r5).columns
+    assert readings.searched(at_r5)["dp_dfd"]["where"] == "at R5, ε claimed 10"
+    assert readings.searched(at_r5)["dp_dfd"]["best"] == "70.50 ± 0.71% (n = 2)"
+    assert readings.searched(seed_rows(frame))["dp_dfd"]["where"] == "without privacy (R3)"

@@ -28,12 +28,12 @@ from omegaconf import MISSING, DictConfig
 from torch import Tensor
 
 from dpsd import losses
-from dpsd.data import DataInfo
+from dpsd.data import DataInfo, data_info
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import GeneratorLossConfig, generator_loss, student_loss_for_generator
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, MethodConfig, Optimizer, RunContext, Trainer, register_method
-from dpsd.models import generator_trainable
+from dpsd.models import build_classifier, generator_trainable
 from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import PrivacyEvent, RandomizedResponseRelease, UnprotectedRelease
@@ -74,6 +74,21 @@ def check_config(cfg: DictConfig) -> None:
             raise ConfigError(f"method.{key} must be >= 1, got {method[key]}")
     if int(method.pretrain_iterations) < 0:
         raise ConfigError(f"method.pretrain_iterations must be >= 0, got {method.pretrain_iterations}")
+    check_teacher_batchnorm(cfg)
+
+
+def check_teacher_batchnorm(cfg: DictConfig) -> None:
+    """Eq. (2)'s third term (``generator_loss.bn_statistics``) reads the teacher's BatchNorm statistics: a
+    teacher without BatchNorm (DAFL's LeNet-5) is refused before any compute."""
+    if not float(cfg.method.generator_loss.bn_statistics) or not generator_trainable(cfg):
+        return
+    info = data_info(cfg)
+    teacher = build_classifier(cfg.model.teacher.arch, info.channels, info.image_size, info.num_classes)
+    if not losses.batchnorm_layers(teacher):
+        raise ConfigError(f"method dp_dfd: Eq. (2)'s BN-statistics term (method.generator_loss.bn_statistics="
+                          f"{cfg.method.generator_loss.bn_statistics}) reads the teacher's BatchNorm layers and "
+                          f"model.teacher.arch={cfg.model.teacher.arch} has none: use a teacher with BatchNorm "
+                          "(model/teacher=resnet34, the paper's, or small_cnn) or method.generator_loss.bn_statistics=0")
 
 
 def selection_threshold(cfg: DictConfig, num_classes: int) -> float:

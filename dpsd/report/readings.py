@@ -1,16 +1,19 @@
 """The readings tables (issue 34 items 3-5): per seed method, each ambiguous passage of its paper as a switch,
-the values tried, their R3 accuracy over runs and seeds, and which value is a faithful reading or a repair.
+the values tried, their accuracy at the design's rung (R3 unless the spec's ``feeds.rung`` names another: DP-DFD,
+which learns without its mechanism, is searched at R5) over runs and seeds, and which value is a faithful reading
+or a repair.
 
 One source of truth: :data:`SWITCH_SETS` gives, per seed method, its paper's switches (:class:`Switch`): how a
 switch's value is read from a run's resolved config, and for each value the paper's words it follows (quoted,
 with the line of the paper's file in ``../shared/papers/``) and whether it is a faithful reading of them, a repair
 beyond the paper, or a substitute for what the paper used and we could not run here (its ResNet-34 teacher).
-DPSD and DPSD-T share DPSD's switches (one paper, the discriminator their one difference); DPDFD has its own. A
-spec of kind ``readings`` (``sweeps/readings_r3.yaml``, ``sweeps/readings_dpdfd_r3.yaml``) is a fractional
-factorial of these switches; :func:`main_effects` reads each switch's effect off it as the difference of the mean
-R3 over the runs at each value (every value appears in half the runs), and :func:`chosen_defaults` applies the
-rule of issue 34 item 5: the faithful run with the best mean R3 at the default teacher, ties (within :data:`TIE`
-points) to the run with the most literal values. Everything here formats run figures; no number is typed.
+DPSD and DPSD-T share DPSD's switches (one paper, the discriminator their one difference); DPDFD and DP-DFD have
+their own. A spec of kind ``readings`` (``sweeps/readings_r3.yaml``, ``sweeps/readings_dpdfd_r3.yaml``,
+``sweeps/readings_dp_dfd_r5.yaml``) is a fractional factorial of these switches; :func:`main_effects` reads each
+switch's effect off it as the difference of the mean accuracy over the runs at each value (every value appears in
+half the runs), and :func:`chosen_defaults` applies the rule of issue 34 item 5: the faithful run with the best
+mean accuracy at the default teacher, ties (within :data:`TIE` points) to the run with the most literal values.
+Everything here formats run figures; no number is typed.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dpsd.report.verdict import teacher_text
 
 FAITHFUL, REPAIR, SUBSTITUTE = "faithful", "repair (not in the paper)", "substitute (the paper's ResNet-34 not run)"
 TIE = 2.0  # points: run means closer than this are a tie, which goes to the more literal run
+DEFAULT_RUNG = "R3"  # where a readings design runs unless its spec's feeds.rung says otherwise
 DISCRIMINATOR_METHODS = ("dpsd", "dpsd_t")  # the same loop with the student or the teacher as discriminator
 
 
@@ -159,6 +163,31 @@ DPDFD_SWITCHES: tuple[Switch, ...] = (
     _teacher('l.180 "For ResNet, we use ... 34-layer networks for others"'),
 )
 
+# DP-DFD's switches; words: lines of ../shared/papers/dp-dfd-selective-randomized-response.md. Its teacher is not a
+# switch: Eq. (2)'s BN-statistics term needs a teacher with BatchNorm, which DAFL's LeNet-5 lacks.
+DP_DFD_SWITCHES: tuple[Switch, ...] = (
+    Switch("kept answer", "method.keep_answer", (
+        Reading("soft", FAITHFUL, 'l.73 Alg. 1 line 9 "Return y_t with probability e^eps/(e^eps+k-1)": the teacher\'s '
+                "output itself, which no randomized response covers", literal=True),
+        Reading("onehot", FAITHFUL, 'l.88 "return the one-hot type of other elements"; Fig. 1\'s RR_eps(I, y_t) '
+                "returns a label"),
+    )),
+    Switch("Eq. (2) in fine-tuning", "method.finetune_eq2", (
+        Reading("teacher", FAITHFUL, 'l.50 "use these data-label pairs to train the student model and fine-tune the '
+                'generator": Eq. (2), the generator\'s one loss, kept on the teacher beside the student\'s loss'),
+        Reading("off", FAITHFUL, 'l.63 Alg. 1 line 2(d) "fine-tune phi_g on D-hat(i)": the stage\'s labelled pairs '
+                "only, through the student's loss on them", literal=True),
+    )),
+    Switch("entropy form", "method.generator_loss.entropy_form", (
+        Reading("per_sample", FAITHFUL, 'l.81 Eq. (2) "+ alpha phi_t log phi_t" on each sample', literal=True),
+        Reading("batch_mean", FAITHFUL, 'l.84 "the information entropy loss to measure the class balance of '
+                'synthetic data"'),
+    )),
+    _generator_output("the paper gives no generator",
+                      'DAFL (l.27 "Chen et al. [15] ... uses the teacher model as a fixed discriminator to train a '
+                      'generator"), whose generator ends in an affine-free BatchNorm'),
+)
+
 
 
 class SwitchSet(NamedTuple):
@@ -171,7 +200,8 @@ class SwitchSet(NamedTuple):
 DPSD_SET = SwitchSet("dpsd-model-transcription.txt", DPSD_SWITCHES)
 # Per seed method, its paper's switches (DPSD-T is DPSD's paper with the teacher as discriminator).
 SWITCH_SETS: dict[str, SwitchSet] = {"dpsd": DPSD_SET, "dpsd_t": DPSD_SET,
-                                     "dpdfd": SwitchSet("dpdfd-ijcai2023.md", DPDFD_SWITCHES)}
+                                     "dpdfd": SwitchSet("dpdfd-ijcai2023.md", DPDFD_SWITCHES),
+                                     "dp_dfd": SwitchSet("dp-dfd-selective-randomized-response.md", DP_DFD_SWITCHES)}
 READ_METHODS = tuple(SWITCH_SETS)  # the seed methods a readings spec reads; any other method there is a control
 # Every switch name once (a name two papers share reads the same config key: one column of seed_rows)
 _READERS: dict[str, Switch] = {switch.name: switch for entry in SWITCH_SETS.values() for switch in entry.switches}
@@ -188,12 +218,29 @@ def switch_values(cfg: DictConfig) -> dict[str, str]:
     return {name: switch.read(cfg) for name, switch in _READERS.items()}
 
 
-def seed_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per finished seed of a readings spec: method, group, seed, accuracy and each switch's value."""
+def seed_rows(frame: pd.DataFrame, rung: str = DEFAULT_RUNG) -> pd.DataFrame:
+    """One row per finished seed of a readings spec run at ``rung`` (its ``feeds.rung``): method, group, seed,
+    accuracy, the rung and each switch's value."""
     done = frame[frame["status"] == RUN]
     rows = [{"method": row["method"], "group": row["group"], "seed": row["seed"], "accuracy": row["accuracy"],
-             "config_hash": row.get("config_hash", ""), **switch_values(row["config"])} for _, row in done.iterrows()]
-    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "config_hash", *_READERS])
+             "config_hash": row.get("config_hash", ""), "rung": rung, **switch_values(row["config"])}
+            for _, row in done.iterrows()]
+    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "config_hash", "rung", *_READERS])
+
+
+def rung_of(rows: pd.DataFrame) -> str:
+    """The rung ``rows`` ran at (their ``rung`` column; R3 where they have none)."""
+    return str(rows["rung"].iloc[0]) if "rung" in rows and len(rows) else DEFAULT_RUNG
+
+
+def accuracy_column(rows: pd.DataFrame) -> str:
+    """The tables' accuracy column, named by the rung: ``R3 (%)``."""
+    return f"{rung_of(rows)} (%)"
+
+
+def rung_words(rung: str) -> str:
+    """The rung as a verdict sentence says where a search ran: ``without privacy (R3)``, ``at R5, ...``."""
+    return "without privacy (R3)" if rung == DEFAULT_RUNG else f"at {rung}"
 
 
 def _mean_std(values: pd.Series) -> str:
@@ -207,13 +254,10 @@ def varied(rows: pd.DataFrame) -> list[Switch]:
     return [s for s in switches_of(rows) if rows[s.name].nunique() > 1]
 
 
-EFFECT_COLUMNS = ["Switch", "Config", "Value", "Reading", "Paper's words", "R3 (%)", "Runs × seeds", "Effect (points)",
-                  "_mean"]
-
-
 def main_effects(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per varied switch and value: mean ± sample std of R3 over the cells (runs x seeds) at that value, the
-    runs and cells it rests on, and the effect: the value's mean minus the switch's first value's."""
+    """Per varied switch and value: mean ± sample std of the accuracy over the cells (runs x seeds) at that value,
+    the runs and cells it rests on, and the effect: the value's mean minus the switch's first value's."""
+    accuracy = accuracy_column(rows)
     out = []
     for switch in varied(rows):
         values = [r.value for r in switch.readings if (rows[switch.name] == r.value).any()]
@@ -223,30 +267,31 @@ def main_effects(rows: pd.DataFrame) -> pd.DataFrame:
             at = rows[rows[switch.name] == value]
             reading = switch.reading(value)
             out.append({"Switch": switch.name, "Config": switch.key, "Value": value, "Reading": reading.kind,
-                        "Paper's words": reading.words, "R3 (%)": _mean_std(at["accuracy"]),
+                        "Paper's words": reading.words, accuracy: _mean_std(at["accuracy"]),
                         "Runs × seeds": f"{at['group'].nunique()} × {at.groupby('group').size().max()}",
                         "Effect (points)": DASH if value == values[0] else f"{at['accuracy'].mean() - base:+.2f}",
                         "_mean": at["accuracy"].mean()})
-    return pd.DataFrame(out, columns=EFFECT_COLUMNS)
+    return pd.DataFrame(out, columns=["Switch", "Config", "Value", "Reading", "Paper's words", accuracy, "Runs × seeds",
+                                      "Effect (points)", "_mean"])
 
 
 def run_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per run of the design: its switch values, R3 mean ± sample std over its seeds, and the seeds."""
-    shown = varied(rows)
+    """One row per run of the design: its switch values, accuracy mean ± sample std over its seeds, and the seeds."""
+    shown, accuracy = varied(rows), accuracy_column(rows)
     out = []
     for group, at in rows.groupby("group", sort=False):
         first = at.iloc[0]
         kinds = {switch.reading(first[switch.name]).kind for switch in shown}
         out.append({**{switch.name: first[switch.name] for switch in shown},
-                    "R3 (%)": _mean_std(at["accuracy"]), "Seeds": len(at),
+                    accuracy: _mean_std(at["accuracy"]), "Seeds": len(at),
                     "Per seed": ", ".join(f"{a:.2f}" for a in at.sort_values("seed")["accuracy"]),
                     "All faithful": "yes" if kinds <= {FAITHFUL, SUBSTITUTE} else "no", "_mean": at["accuracy"].mean()})
     return pd.DataFrame(out).sort_values("_mean", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def chosen_defaults(rows: pd.DataFrame, teacher: str) -> dict[str, str]:
-    """Issue 34 item 5's rule, on runs: the faithful run (every switch at a faithful value) with the best mean R3
-    among the runs at ``teacher`` (the method's default teacher: the teacher is a substitute, not a reading; the
+    """Issue 34 item 5's rule, on runs: the faithful run (every switch at a faithful value) with the best mean
+    accuracy among the runs at ``teacher`` (the method's default teacher: the teacher is a substitute, not a reading; the
     calibration issue picks it); of the runs within :data:`TIE` points of it, the one with the most literal
     values (the letter of the algorithm box). Returns that run's value of each varied switch but the teacher
     ({} without a faithful run there).
@@ -290,17 +335,18 @@ def interaction_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def search_summary(rows: pd.DataFrame) -> dict[str, object]:
     """What a method's readings search covered: its faithful runs (all values faithful or substitutes), the
-    teachers, the least seeds a run has, and the best faithful run (a :func:`run_table` row, or None)."""
+    teachers, the least seeds a run has, where it ran (:func:`rung_words`), and the best faithful run (a
+    :func:`run_table` row, or None)."""
     runs = run_table(rows)
     faithful = runs[runs["All faithful"] == "yes"]
-    return {"readings": len(faithful), "teachers": rows["teacher"].nunique(),
+    return {"readings": len(faithful), "teachers": rows["teacher"].nunique(), "where": rung_words(rung_of(rows)),
             "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0,
             "best_run": faithful.iloc[0] if len(faithful) else None}
 
 
 def effects_figure(rows: pd.DataFrame, caption: str, path: Path) -> Path:
-    """Main-effects plot: per switch, the mean R3 at each value (error bars: sample std over runs x seeds), one
-    line per method; a flat line is a switch that does not matter."""
+    """Main-effects plot: per switch, the mean accuracy at each value (error bars: sample std over runs x seeds),
+    one line per method; a flat line is a switch that does not matter."""
     methods = list(dict.fromkeys(rows["method"]))
     switches = varied(rows)
     fig = Figure(figsize=(2.1 * max(1, len(switches)) + 1, 3.6), layout="constrained")
@@ -316,7 +362,7 @@ def effects_figure(rows: pd.DataFrame, caption: str, path: Path) -> Path:
         ax.set_title(switch.name, fontsize=8)
         ax.set_xlim(-0.5, len(values) - 0.5)
         ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("R3 student test accuracy (%)")
+    axes[0].set_ylabel(f"{rung_of(rows)} student test accuracy (%)")
     axes[0].legend(fontsize=7, loc="best")
     fig.suptitle(caption, fontsize=8, wrap=True)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -326,12 +372,12 @@ def effects_figure(rows: pd.DataFrame, caption: str, path: Path) -> Path:
 
 def centre_table(rows: pd.DataFrame) -> pd.DataFrame:
     """A one-switch-at-a-time design: the centre (the first group) and, per other group, the switch it flips,
-    its value and reading, R3 mean ± std over its seeds, and its change against the centre over the seeds both
-    ran (no alias: nothing else differs)."""
-    order = list(dict.fromkeys(rows["group"]))
+    its value and reading, accuracy mean ± std over its seeds, and its change against the centre over the seeds
+    both ran (no alias: nothing else differs)."""
+    order, accuracy = list(dict.fromkeys(rows["group"])), accuracy_column(rows)
     centre = rows[rows["group"] == order[0]]
     values = centre.iloc[0]
-    out = [{"Flipped": "none (the centre)", "Value": DASH, "Reading": DASH, "R3 (%)": _mean_std(centre["accuracy"]),
+    out = [{"Flipped": "none (the centre)", "Value": DASH, "Reading": DASH, accuracy: _mean_std(centre["accuracy"]),
             "Seeds": len(centre), "Change (points)": DASH}]
     for group in order[1:]:
         at = rows[rows["group"] == group]
@@ -343,7 +389,7 @@ def centre_table(rows: pd.DataFrame) -> pd.DataFrame:
         out.append({"Flipped": ", ".join(switch.name for switch in changed) or "none",
                     "Value": ", ".join(str(first[switch.name]) for switch in changed) or DASH,
                     "Reading": ", ".join(switch.reading(first[switch.name]).kind for switch in changed) or DASH,
-                    "R3 (%)": _mean_std(at["accuracy"]), "Seeds": len(at),
+                    accuracy: _mean_std(at["accuracy"]), "Seeds": len(at),
                     "Change (points)": DASH if math.isnan(change) else f"{change:+.2f}"})
     return pd.DataFrame(out)
 
@@ -353,11 +399,12 @@ def _table(frame: pd.DataFrame) -> str:
 
 
 def control_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The control methods' cells (not a reading of the seed methods): teacher, R3 mean ± std, seeds."""
-    out = [{"Method": at.iloc[0]["method"], "Teacher": at.iloc[0]["teacher"], "R3 (%)": _mean_std(at["accuracy"]),
+    """The control methods' cells (not a reading of the seed methods): teacher, accuracy mean ± std, seeds."""
+    accuracy = accuracy_column(rows)
+    out = [{"Method": at.iloc[0]["method"], "Teacher": at.iloc[0]["teacher"], accuracy: _mean_std(at["accuracy"]),
             "Seeds": len(at), "Per seed": ", ".join(f"{a:.2f}" for a in at.sort_values("seed")["accuracy"])}
            for _, at in rows.groupby("group", sort=False)]
-    return pd.DataFrame(out, columns=["Method", "Teacher", "R3 (%)", "Seeds", "Per seed"])
+    return pd.DataFrame(out, columns=["Method", "Teacher", accuracy, "Seeds", "Per seed"])
 
 
 def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str | None,
@@ -389,18 +436,20 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         changed = [f"{k} {current[k]} -> {v}" for k, v in chosen.items() if current[k] != v]
         verdict = (f" (differs from conf/method/{method}.yaml in: {'; '.join(changed)})." if changed
                    else f": conf/method/{method}.yaml's defaults as they are.")
-        rule = (f"Default by the rule (the faithful run with the best mean R3 at the default teacher, {teacher}; runs "
+        rung = rung_of(at)
+        rule = (f"Default by the rule (the faithful run with the best mean {rung} at the default teacher, {teacher}; runs "
                 f"within {TIE:g} points of it go to the one with the most literal values; runs, not main effects, "
                 "since a main effect here carries interactions): "
                 + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + verdict
                 if seeds >= MIN_SEEDS else
                 f"Default by the rule: not chosen yet (a run here has {seeds} seed; the rule needs {MIN_SEEDS} on every "
                 f"run). With these runs it would read: " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + ".")
-        lines += [f"### {method}: readings at R3", "",
+        lines += [f"### {method}: readings at {rung}", "",
                   f"The paper's words: lines (l.) of `../shared/papers/{SWITCH_SETS[method].paper}`. "
                   f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
                   f"(over {counts['teachers']} teachers), at least {counts['seeds']} seeds each. "
-                  + (f"Best faithful run: {best['R3 (%)']}% (n = {best['Seeds']})." if best is not None else ""), "",
+                  + (f"Best faithful run: {best[accuracy_column(at)]}% (n = {best['Seeds']})." if best is not None else ""),
+                  "",
                   _table(effects), "", _table(run_table(at)), "", rule, ""]
     interactions = interaction_table(rows)
     if len(interactions):
@@ -411,8 +460,8 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
 
 
 def searched(rows: pd.DataFrame) -> dict[str, dict[str, object]]:
-    """Per seed method of a readings design: the faithful readings run, teachers, least seeds per run, and its
-    best faithful run's R3 (mean ± std, n): what a method's verdict sentence says was searched."""
+    """Per seed method of a readings design: the faithful readings run, teachers, least seeds per run, the rung,
+    and its best faithful run's accuracy there (mean ± std, n): what a method's verdict sentence says was searched."""
     out: dict[str, dict[str, object]] = {}
     for method in READ_METHODS:
         at = rows[rows["method"] == method]
@@ -420,5 +469,5 @@ def searched(rows: pd.DataFrame) -> dict[str, dict[str, object]]:
             continue
         summary = search_summary(at)
         best = summary.pop("best_run")
-        out[method] = {**summary, "best": DASH if best is None else f"{best['R3 (%)']}% (n = {best['Seeds']})"}
+        out[method] = {**summary, "best": DASH if best is None else f"{best[accuracy_column(at)]}% (n = {best['Seeds']})"}
     return out

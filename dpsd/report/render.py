@@ -173,7 +173,7 @@ def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, sectio
     rows = verdict.verdict_rows(refs, groups, LADDER_PAGE)
     table = verdict.verdict_markdown(rows, "the runs archived in results/runs.csv")
     bullets = verdict.verdict_bullets(verdict.method_verdicts(refs, groups, searched))
-    sentences = ["Per method, from the same runs and the readings search at R3 "
+    sentences = ["Per method, from the same runs and the readings searches "
                  "([results/readings.md](results/readings.md)):", "", *bullets]
     section.verdict = "\n".join([f"*{scale_line}.*", "", table, "", *sentences, "",
                                   f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
@@ -208,9 +208,10 @@ def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: sit
 
 def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: site.Section) -> None:
     """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings`) and the main-effects plot."""
-    rows = readings.seed_rows(frame)
+    rung = str(spec.feeds.get("rung", readings.DEFAULT_RUNG))
+    rows = readings.seed_rows(frame, rung)
     title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
-    caption = (f"{spec.feeds.get('title', spec.name)}: mean R3 at each value of each switch (error bars: sample std over "
+    caption = (f"{spec.feeds.get('title', spec.name)}: mean {rung} at each value of each switch (error bars: sample std over "
                f"the runs and seeds at that value, which differ in the other switches); {scale_line}.")
     design = rows[rows["method"].isin(readings.READ_METHODS)]
     one_at_a_time = spec.feeds.get("layout") == "one_at_a_time"
@@ -318,7 +319,7 @@ def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
             continue
         pairs = expand_configs(spec, "smoke", list(overrides))
         frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs)
-        rows.append(readings.seed_rows(frame))
+        rows.append(readings.seed_rows(frame, str(spec.feeds.get("rung", readings.DEFAULT_RUNG))))
     # a run two designs share (the centre of a one-at-a-time design is a factorial cell) counts once
     return readings.searched(pd.concat(rows, ignore_index=True).drop_duplicates(["config_hash", "seed"])) if rows else {}
 

@@ -140,7 +140,7 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
                         if search else "the harness's one reading (no readings search run for it)")
             text = f"does not reproduce under {coverage}; closest {_stated(ref, group)}"
             if search:
-                text += f"; without privacy (R3) its best faithful reading reaches {search['best']}"
+                text += f"; {search['where']} its best faithful reading reaches {search['best']}"
         elif single:
             text = f"one seed so far, no verdict: {_stated(single[0][0], single[0][3])}"
         else:
