@@ -228,6 +228,11 @@ def seed_rows(frame: pd.DataFrame, rung: str = DEFAULT_RUNG) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "config_hash", "rung", *_READERS])
 
 
+def spec_rung(feeds) -> str:
+    """The rung a readings spec's ``feeds`` name (``feeds.rung``; R3 where they name none)."""
+    return str(feeds.get("rung", DEFAULT_RUNG))
+
+
 def rung_of(rows: pd.DataFrame) -> str:
     """The rung ``rows`` ran at (their ``rung`` column; R3 where they have none)."""
     return str(rows["rung"].iloc[0]) if "rung" in rows and len(rows) else DEFAULT_RUNG

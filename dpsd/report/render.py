@@ -208,7 +208,7 @@ def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: sit
 
 def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: site.Section) -> None:
     """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings`) and the main-effects plot."""
-    rung = str(spec.feeds.get("rung", readings.DEFAULT_RUNG))
+    rung = readings.spec_rung(spec.feeds)
     rows = readings.seed_rows(frame, rung)
     title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
     caption = (f"{spec.feeds.get('title', spec.name)}: mean {rung} at each value of each switch (error bars: sample std over "
@@ -319,7 +319,7 @@ def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
             continue
         pairs = expand_configs(spec, "smoke", list(overrides))
         frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs)
-        rows.append(readings.seed_rows(frame, str(spec.feeds.get("rung", readings.DEFAULT_RUNG))))
+        rows.append(readings.seed_rows(frame, readings.spec_rung(spec.feeds)))
     # a run two designs share (the centre of a one-at-a-time design is a factorial cell) counts once
     return readings.searched(pd.concat(rows, ignore_index=True).drop_duplicates(["config_hash", "seed"])) if rows else {}
 
