@@ -152,11 +152,6 @@ def activation_loss(features: Tensor, sign: str) -> Tensor:
     raise ValueError(f"activation_loss: sign must be 'maximize' or 'minimize', got {sign!r}")
 
 
-def batchnorm_layers(model: torch.nn.Module) -> list[torch.nn.BatchNorm2d]:
-    """The BatchNorm2d layers whose running statistics :class:`BatchNormStatistics` reads."""
-    return [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
-
-
 class BatchNormStatistics:
     """DeepInversion's BN-statistics loss (DP-DFD Eq. (2), third term), as a context manager.
 
@@ -167,7 +162,7 @@ class BatchNormStatistics:
     """
 
     def __init__(self, model: torch.nn.Module) -> None:
-        self.layers = batchnorm_layers(model)
+        self.layers = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
         if not self.layers:
             raise ValueError(f"{type(model).__name__} has no BatchNorm2d layer: no BN-statistics loss")
         self._terms: list[Tensor] = []

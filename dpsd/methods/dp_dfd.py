@@ -83,12 +83,15 @@ def check_teacher_batchnorm(cfg: DictConfig) -> None:
     if not float(cfg.method.generator_loss.bn_statistics) or not generator_trainable(cfg):
         return
     info = data_info(cfg)
-    teacher = build_classifier(cfg.model.teacher.arch, info.channels, info.image_size, info.num_classes)
-    if not losses.batchnorm_layers(teacher):
+    try:
+        losses.BatchNormStatistics(build_classifier(cfg.model.teacher.arch, info.channels, info.image_size,
+                                                    info.num_classes))
+    except ValueError:  # it has no BatchNorm layer
         raise ConfigError(f"method dp_dfd: Eq. (2)'s BN-statistics term (method.generator_loss.bn_statistics="
                           f"{cfg.method.generator_loss.bn_statistics}) reads the teacher's BatchNorm layers and "
                           f"model.teacher.arch={cfg.model.teacher.arch} has none: use a teacher with BatchNorm "
-                          "(model/teacher=resnet34, the paper's, or small_cnn) or method.generator_loss.bn_statistics=0")
+                          "(model/teacher=resnet34, the paper's, or small_cnn) or method.generator_loss.bn_statistics=0"
+                          ) from None
 
 
 def selection_threshold(cfg: DictConfig, num_classes: int) -> float:
