@@ -33,7 +33,7 @@ from dpsd.report.figures import PNG_METADATA
 from dpsd.report.ladder import markdown_table
 from dpsd.report.scoreboard import MIN_SEEDS
 from dpsd.report.tables import DASH, fmt_mean_std
-from dpsd.report.verdict import teacher_text
+from dpsd.report.verdict import count_noun, teacher_text
 
 FAITHFUL, REPAIR, SUBSTITUTE = "faithful", "repair (not in the paper)", "substitute (the paper's ResNet-34 not run)"
 TIE = 2.0  # points: run means closer than this are a tie, which goes to the more literal run
@@ -452,7 +452,7 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         lines += [f"### {method}: readings at {rung}", "",
                   f"The paper's words: lines (l.) of `../shared/papers/{SWITCH_SETS[method].paper}`. "
                   f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
-                  f"(over {counts['teachers']} teachers), at least {counts['seeds']} seeds each. "
+                  f"(over {count_noun(counts['teachers'], 'teacher')}), at least {count_noun(counts['seeds'], 'seed')} each. "
                   + (f"Best faithful run: {best[accuracy_column(at)]}% (n = {best['Seeds']})." if best is not None else ""),
                   "",
                   _table(effects), "", _table(run_table(at)), "", rule, ""]

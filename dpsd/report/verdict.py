@@ -135,8 +135,8 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
         elif short:
             ref, _, _, group = max(short, key=lambda item: item[2])
             search = (searched or {}).get(method)
-            coverage = (f"any of {_count(search['readings'], 'faithful reading')} run on "
-                        f"{_count(search['teachers'], 'teacher')} ({_count(search['seeds'], 'seed')} each)"
+            coverage = (f"any of {count_noun(search['readings'], 'faithful reading')} run on "
+                        f"{count_noun(search['teachers'], 'teacher')} ({count_noun(search['seeds'], 'seed')} each)"
                         if search else "the harness's one reading (no readings search run for it)")
             text = f"does not reproduce under {coverage}; closest {_stated(ref, group)}"
             if search:
@@ -154,7 +154,7 @@ def verdict_bullets(verdicts: dict[str, str]) -> list[str]:
     return [f"- **{name}**: {text}." for name, text in verdicts.items()]
 
 
-def _count(n: int, noun: str) -> str:
+def count_noun(n: int, noun: str) -> str:
     """``n noun`` with the noun's plural where n is not 1."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
