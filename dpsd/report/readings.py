@@ -189,7 +189,6 @@ DP_DFD_SWITCHES: tuple[Switch, ...] = (
 )
 
 
-
 class SwitchSet(NamedTuple):
     """A paper's switches and the file in ../shared/papers/ whose lines their words quote."""
 
