@@ -219,7 +219,8 @@ def test_labels_are_queried_once_per_stage_and_reused(results_dir):
 
 def test_a_teacher_without_batchnorm_is_refused_before_any_compute_while_eq2_reads_its_statistics():
     """Eq. (2)'s third term reads the teacher's BatchNorm: DAFL's LeNet-5 has none (the first readings spec that
-    tried it failed mid-run); without the term, or without a generator to train, the teacher is accepted."""
+    tried it failed once its teachers were loaded); without the term, or without a generator to train, the teacher
+    is accepted."""
     lenet5 = ["method=dp_dfd", "dataset=mnist", "privacy=label", "model/teacher=lenet5", "model.teacher.arch=lenet5"]
     with pytest.raises(ConfigError, match="model.teacher.arch=lenet5 has none"):
         DpDfd.check_config(compose(lenet5))

@@ -88,6 +88,15 @@ def _generator_output(tanh_words: str, batchnorm_words: str) -> Switch:
     ))
 
 
+def _entropy_form(per_sample_words: str, batch_mean_words: str) -> Switch:
+    """The generator loss's entropy term, printed per sample and described as the batch's class balance (DPDFD's
+    Eq. (5), DP-DFD's Eq. (2)): the printed form is the literal one."""
+    return Switch("entropy form", "method.generator_loss.entropy_form", (
+        Reading("per_sample", FAITHFUL, per_sample_words, literal=True),
+        Reading("batch_mean", FAITHFUL, batch_mean_words),
+    ))
+
+
 def _teacher(resnet_words: str) -> Switch:
     """The teacher, a substitute for the paper's ResNet-34 (``resnet_words``: its line), as the readings ran it."""
     return Switch("teacher", "model/teacher", reader=teacher_text, readings=(
@@ -146,12 +155,8 @@ DPDFD_SWITCHES: tuple[Switch, ...] = (
                 literal=True),
         Reading("maximize", FAITHFUL, 'l.134 "tend to receive higher activation value if input data are real"'),
     )),
-    Switch("entropy form", "method.generator_loss.entropy_form", (
-        Reading("per_sample", FAITHFUL, 'l.130 Eq. (5) "+ alpha phi_s(theta_s; D) log(phi_s(theta_s; D))" on each '
-                "sample", literal=True),
-        Reading("batch_mean", FAITHFUL, 'l.134 "the information entropy loss to measure the class balance of '
-                'generated data"'),
-    )),
+    _entropy_form('l.130 Eq. (5) "+ alpha phi_s(theta_s; D) log(phi_s(theta_s; D))" on each sample',
+                  'l.134 "the information entropy loss to measure the class balance of generated data"'),
     Switch("L_s in the generator's loss", "method.generator_loss.student_loss", (
         Reading("minimize", FAITHFUL, 'l.119 Alg. 1 line 14 "theta_g - gamma_g d(L_S + L_G)/d theta_g"', literal=True),
         Reading("maximize", FAITHFUL, 'l.31 "update the generator by taking the student as a fixed discriminator", '
@@ -178,11 +183,8 @@ DP_DFD_SWITCHES: tuple[Switch, ...] = (
         Reading("off", FAITHFUL, 'l.63 Alg. 1 line 2(d) "fine-tune phi_g on D-hat(i)": the stage\'s labelled pairs '
                 "only, through the student's loss on them", literal=True),
     )),
-    Switch("entropy form", "method.generator_loss.entropy_form", (
-        Reading("per_sample", FAITHFUL, 'l.81 Eq. (2) "+ alpha phi_t log phi_t" on each sample', literal=True),
-        Reading("batch_mean", FAITHFUL, 'l.84 "the information entropy loss to measure the class balance of '
-                'synthetic data"'),
-    )),
+    _entropy_form('l.81 Eq. (2) "+ alpha phi_t log phi_t" on each sample',
+                  'l.84 "the information entropy loss to measure the class balance of synthetic data"'),
     _generator_output("the paper gives no generator",
                       'DAFL (l.27 "Chen et al. [15] ... uses the teacher model as a fixed discriminator to train a '
                       'generator"), whose generator ends in an affine-free BatchNorm'),

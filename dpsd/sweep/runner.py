@@ -437,11 +437,12 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     sweep_cfg = configs[0]
     if not sweep_cfg.tracking.enabled:
         raise ConfigError("dpsd sweep records every cell in MLflow; tracking=none is not accepted")
+
     def chosen(label: str) -> bool:
         return (pattern is None or bool(pattern.search(label))) and not (skip is not None and skip.search(label))
 
     for cell, cfg in zip(cells, configs):  # the cells it may run: a run-time override (checkpoint.every_steps)
-        if chosen(cell.label):  # may suit only the cells --match picks
+        if chosen(cell.label):  # may suit only the cells --match picks and --skip leaves
             validate(cfg)
     check_tracking(sweep_cfg)
     client, experiment_id = client_for(sweep_cfg)
