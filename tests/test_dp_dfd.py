@@ -123,7 +123,8 @@ def test_claim_is_the_per_answer_epsilon_as_label_dp():
 
 def test_ledger_counts_stages_times_samples_and_every_teacher_read():
     cfg = compose(["method=dp_dfd", "privacy.query_epsilon=3.0", "method.stages=7", "method.samples_per_stage=300",
-                   "method.batch_size=100", "method.student_epochs=2", "method.pretrain_iterations=11"])
+                   "method.batch_size=100", "method.student_epochs=2", "method.pretrain_iterations=11",
+                   "method.keep_answer=onehot", "method.finetune_eq2=teacher"])
     assert steps_per_stage(cfg) == 6 and DpDfd.total_steps(cfg) == 42
     ledger = DpDfd.plan_ledger(cfg, INFO)
     events = ledger.events
@@ -139,7 +140,7 @@ def test_ledger_counts_stages_times_samples_and_every_teacher_read():
 
 def test_without_teacher_reads_the_rigorous_ledger_is_binary_rr_composed():
     cfg = compose(["method=dp_dfd", "privacy.query_epsilon=0.01", "method.stages=3", "method.samples_per_stage=50",
-                   "method.pretrain_iterations=0", "method.finetune_eq2=off"])
+                   "method.pretrain_iterations=0", "method.finetune_eq2=off", "method.keep_answer=onehot"])
     summary = DpDfd.plan_ledger(cfg, INFO).summary(1e-5)
     expected = rigorous_epsilon([RandomizedResponseRelease(epsilon=0.01, num_buckets=2, count=150)], 1e-5)
     assert summary["eps_rigorous"] == pytest.approx(expected["eps_rigorous"])
@@ -147,9 +148,18 @@ def test_without_teacher_reads_the_rigorous_ledger_is_binary_rr_composed():
     assert not any("inf" in note or "not covered" in note for note in summary["notes"])
 
 
-def test_soft_answers_and_unsupported_modes():
-    soft = DpDfd.plan_ledger(compose(["method=dp_dfd", "method.keep_answer=soft"]), INFO)
-    assert all(isinstance(e, UnprotectedRelease) for e in soft.events)
+def test_the_defaults_are_the_readings_pick_and_their_soft_answers_are_unprotected():
+    """conf/method/dp_dfd.yaml holds the R5 readings search's pick (sweeps/readings_dp_dfd_r5.yaml): the teacher's
+    soft y_t kept, no Eq. (2) in the fine-tuning. No randomized response covers a soft answer: every release is
+    unprotected, so the rigorous ledger is infinite however the fine-tuning reads."""
+    default = compose(["method=dp_dfd"])
+    assert (default.method.keep_answer, default.method.finetune_eq2) == ("soft", "off")
+    ledger = DpDfd.plan_ledger(default, INFO)
+    assert ledger.events and all(isinstance(e, UnprotectedRelease) for e in ledger.events)
+    assert ledger.summary(1e-5)["eps_rigorous"] == math.inf
+
+
+def test_unsupported_modes():
     with pytest.raises(ConfigError, match="privacy=label or privacy=none"):
         DpDfd.check_config(compose(["method=dp_dfd", "privacy=data"]))
     with pytest.raises(ConfigError, match="keep_answer"):
@@ -163,10 +173,10 @@ def results_dir(tmp_path_factory):
 
 @pytest.mark.parametrize("switches", [
     [],
-    ["method.keep_answer=soft", "method.threshold=0.3"],
+    ["method.keep_answer=onehot", "method.finetune_eq2=teacher", "method.threshold=0.3"],
     ["method.generator_loss.onehot=0", "method.generator_loss.student_loss=maximize"],  # Table III: no CE
     ["method.generator_loss.entropy=0", "method.generator_loss.bn_statistics=0"],  # Table III: no IE, no Norm
-    ["method.pretrain_iterations=0", "method.finetune_eq2=off", "method.generator_loss.student_loss=off"],
+    ["method.pretrain_iterations=0", "method.keep_answer=onehot", "method.generator_loss.student_loss=off"],
     ["privacy=none"],
 ])
 def test_tiny_digits_run_fills_the_ledger_it_planned(results_dir, run_as_planned, switches):
@@ -174,7 +184,7 @@ def test_tiny_digits_run_fills_the_ledger_it_planned(results_dir, run_as_planned
     _, ledger = run_as_planned(cfg)
     if "privacy=none" in switches:
         assert ledger["eps_claimed"] == math.inf
-    elif "method.finetune_eq2=off" in switches:
+    elif "method.pretrain_iterations=0" in switches:
         assert math.isfinite(ledger["eps_rigorous"])
 
 
@@ -198,7 +208,7 @@ def test_labels_are_queried_once_per_stage_and_reused(results_dir):
     from dpsd.config import resolve_paths
 
     cfg = resolve_paths(compose(["method=dp_dfd", f"results_dir={results_dir}", *TEACHER, *TINY,
-                                 "method.pretrain_iterations=0", "method.finetune_eq2=off"]))
+                                 "method.pretrain_iterations=0", "method.keep_answer=onehot"]))
     data = load_data(cfg)
     teacher, _ = load_or_train_teacher(cfg, data, torch.device("cpu"))
     counting = CountingTeacher(teacher)

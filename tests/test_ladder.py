@@ -26,8 +26,10 @@ TEACHER = ["model.teacher.recipe.steps=30", "device=cpu", "tracking=none"]
 GENERIC = ["method.iterations=3", "method.batch_size=32"]
 TINY = {
     "fed_dpsd": [*GENERIC, "method.num_clients=2"],
+    # DP-DFD's one-hot kept answer: the reading whose answers randomized response covers (its soft default releases
+    # the teacher's output itself, unprotected: test_dp_dfd.py)
     "dp_dfd": ["method.stages=2", "method.samples_per_stage=32", "method.student_epochs=1",
-               "method.batch_size=16", "method.pretrain_iterations=2"],
+               "method.batch_size=16", "method.pretrain_iterations=2", "method.keep_answer=onehot"],
     "dgd": ["method.num_teachers=3", "method.member_steps=15", "method.queries=40", "method.iterations=4",
             "method.batch_size=32", "method.generator_iterations=2", "method.vae_epochs=1",
             "method.synthetic_count=200", "method.latent_dim=4"],
