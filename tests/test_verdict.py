@@ -52,10 +52,28 @@ def test_a_fresh_clone_renders_the_committed_verdict_and_headline_from_the_archi
 
 def test_the_frontier_is_drawn_as_png_and_svg_and_linked_from_the_readme(fresh):
     for suffix in ("png", "svg"):
-        assert (fresh / "results" / "figures" / f"headline_frontier.{suffix}").stat().st_size > 10_000
-        assert (REPO / "results" / "figures" / f"headline_frontier.{suffix}").exists()
-    assert "](results/figures/headline_frontier.png)" in _block((REPO / "README.md").read_text())
-    assert 'src="figures/headline_frontier.png"' in (fresh / "reports" / "index.html").read_text()
+        assert (fresh / "results" / "figures" / f"headline_laptop_frontier.{suffix}").stat().st_size > 10_000
+        assert (REPO / "results" / "figures" / f"headline_laptop_frontier.{suffix}").exists()
+    assert "](results/figures/headline_laptop_frontier.png)" in _block((REPO / "README.md").read_text())
+    assert 'src="figures/headline_laptop_frontier.png"' in (fresh / "reports" / "index.html").read_text()
+
+
+def test_the_frontier_of_each_scale_has_its_own_file_and_the_readme_gets_its_own_scales(tmp_path):
+    """results/headline_paper.md is rendered into the same results/figures/ as the laptop page whose frontier the
+    README shows: one scale's frontier must not overwrite the other's, and ``--readme`` copies only the frontier of
+    the render it splices in (not another scale's left in ``reports/``)."""
+    reference = REPO / "results" / "reference" / "papers.csv"
+    readme = tmp_path / "clone" / "README.md"
+    readme.parent.mkdir()
+    readme.write_text(f"# dpsd\n{BEGIN}\n{END}\n")
+    for scale in ("paper", "laptop"):
+        render_report([REPO / "sweeps" / "headline.yaml"], scale, [f"results_dir={tmp_path}"], reference,
+                      tmp_path / "reports", archive=None, readme=readme if scale == "laptop" else None)
+    drawn = sorted(path.name for path in (tmp_path / "reports" / "figures").glob("*_frontier.png"))
+    assert drawn == ["headline_laptop_frontier.png", "headline_paper_frontier.png"]
+    copied = sorted(path.name for path in (readme.parent / "results" / "figures").iterdir())
+    assert copied == ["headline_laptop_frontier.png", "headline_laptop_frontier.svg"]
+    assert "](results/figures/headline_laptop_frontier.png)" in readme.read_text()
 
 
 def test_a_spec_without_runs_is_named_on_stderr_with_the_command_that_fills_it(tmp_path, capsys):
@@ -127,3 +145,23 @@ def test_saving_the_frontier_twice_writes_the_same_bytes(tmp_path):
 
     first, second = save_frontier(drawn(), tmp_path / "a"), save_frontier(drawn(), tmp_path / "b")
     assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
+
+
+def test_every_method_of_the_frontier_has_its_own_colour():
+    """The headline plots eleven methods in one panel: with matplotlib's ten colours cycled, the eleventh (the
+    teacher) was drawn in the first's (DP-DFD's) blue."""
+    import pandas as pd
+    from matplotlib.colors import to_rgba
+
+    from dpsd.report.cells import RUN
+    from dpsd.report.verdict import frontier_figure
+
+    methods = [f"method{i}" for i in range(12)]
+    groups = pd.DataFrame({"method": methods, "status": RUN, "dataset": "mnist", "neighbouring": "replace_record",
+                           "accuracy": range(12), "accuracy_std": 0.5, "eps_rigorous": 1.0, "eps_claimed": 1.0})
+    axes = frontier_figure(groups, pd.DataFrame(), "caption").axes[0]
+    handles, labels = axes.get_legend_handles_labels()
+    assert sorted(labels) == sorted(methods)
+    colours = {to_rgba(handle.lines[0].get_color()) for handle in handles}
+    assert len(colours) == len(methods)
+

@@ -145,7 +145,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         section.table_html = f'<details><summary>Setting vs paper</summary><pre>{html.escape(block)}</pre></details>' \
             + section.table_html
     if feeds.get("frontier") and len(groups):
-        _render_verdict(spec, groups, refs, table.scale_line, out, section, searched)
+        _render_verdict(spec, scale, groups, refs, table.scale_line, out, section, searched)
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
@@ -159,17 +159,20 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
 LADDER_PAGE = "results/ladder.md"  # the page README's verdict links a method's section on
 
 
-def _render_verdict(spec: Spec, groups, refs, scale_line: str, out: Path, section: site.Section,
+def _render_verdict(spec: Spec, scale: str, groups, refs, scale_line: str, out: Path, section: site.Section,
                     searched: dict | None = None) -> None:
     """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG), the verdict table and one verdict
     sentence per method (``searched``: what the readings specs covered), kept as the section's ``verdict``
-    block for ``--readme``."""
+    block for ``--readme``. The figure is named for the spec and the scale: the headline rendered at paper scale
+    beside the laptop one (results/headline_paper.md, results/headline_laptop.md) must not overwrite the frontier the
+    README shows."""
     caption = (f"{spec.feeds.get('title', spec.name)}; {scale_line}. Points: mean over seeds (error bars: sample "
                f"std); ∞ at the right edge: a release no mechanism covers, or no privacy.")
     paths = verdict.save_frontier(verdict.frontier_figure(groups, refs, caption), out / "figures",
-                                  f"{spec.name}_frontier")
+                                  f"{spec.name}_{scale}_frontier")
     section.figures.append((paths[0].relative_to(out).as_posix(), caption))
     section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
+    section.verdict_figures = [p.relative_to(out).as_posix() for p in paths]
     rows = verdict.verdict_rows(refs, groups, LADDER_PAGE)
     table = verdict.verdict_markdown(rows, "the runs archived in results/runs.csv")
     bullets = verdict.verdict_bullets(verdict.method_verdicts(refs, groups, searched))
@@ -285,14 +288,14 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
         page_title = title or "; ".join(str(spec.feeds.get("title", spec.name)) for spec in loaded)
         _write_markdown(Path(markdown), out, intro, sections, page_title)
     if readme is not None:
-        blocks = [section.verdict for section in sections if section.verdict]
+        blocks = [section for section in sections if section.verdict]
         if not blocks:
             raise ConfigError("--readme needs a spec with feeds.frontier (the headline: --only headline) and its runs")
-        for source in sorted((out / "figures").glob("*_frontier.*")):
-            target = Path(readme).parent / "results" / "figures" / source.name
+        for name in blocks[0].verdict_figures:  # this render's frontier only, not another scale's left in ``out``
+            target = Path(readme).parent / "results" / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-        verdict.splice(Path(readme), blocks[0])
+            shutil.copyfile(out / name, target)
+        verdict.splice(Path(readme), blocks[0].verdict)
     board = scoreboard.html(scale, {section.name for section in sections})
     return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections, board))
 

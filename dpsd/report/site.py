@@ -47,6 +47,7 @@ class Section:
     markdown: str = ""  # the section of ``dpsd report --markdown`` (table, ladder and query-budget specs)
     finished: int = 0   # cell groups with a finished run (0: the section's tables are empty)
     verdict: str = ""   # a spec with ``feeds.frontier``: the verdict table and frontier figure (README's block)
+    verdict_figures: list[str] = field(default_factory=list)  # the frontier's files (relative paths) the block links
 
 
 def page(title: str, body: str, script: str = "") -> str:

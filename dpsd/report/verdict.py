@@ -163,6 +163,11 @@ def _x(value: float, infinity: float) -> float:
     return infinity if math.isinf(value) else value
 
 
+# One colour a method: matplotlib's ten, then five more of distinct hue (the headline plots eleven methods; with ten
+# colours the eleventh shared the first's).
+PALETTE = (*(f"C{i}" for i in range(10)), "black", "gold", "navy", "magenta", "teal")
+
+
 def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> Figure:
     """Student accuracy against ε rigorous (log axis, ∞ drawn at the right edge), one panel per dataset
     and relation: a filled marker per cell group (error bar: sample std over seeds), its ε claimed as a
@@ -174,7 +179,7 @@ def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> F
     low = 10 ** math.floor(math.log10(min(finite))) if finite else 0.1
     infinity = 10 ** (math.ceil(math.log10(max(finite))) + 1) if finite else 100.0
     methods = list(dict.fromkeys(done["method"])) if len(done) else []
-    colours = {m: f"C{i % 10}" for i, m in enumerate(methods)}
+    colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
     columns = min(2, max(1, len(found)))
     rows_of_panels = math.ceil(max(1, len(found)) / columns)
     figure = Figure(figsize=(6.6 * columns, 4.6 * rows_of_panels + 0.6), dpi=100)
