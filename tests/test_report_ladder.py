@@ -254,6 +254,29 @@ def test_issue_34s_kept_behaviours_are_labelled_variants_on_the_ladder(overrides
     assert ("not the paper's method" in ladder_report.ladder_name(cfg)) == bool(expected)
 
 
+def test_a_run_at_a_faithful_reading_other_than_the_default_stands_on_a_ladder_of_its_own():
+    """DP-DFD's ladder runs made before its readings search changed its defaults pin the former reading: they are
+    named by it, R3 joins the ladder of its own reading, and the default's ladder keeps the plain name (the one the
+    README's verdict links). A repair is a variant, not a reading; the teacher is neither."""
+    former = ["method.keep_answer=onehot", "method.finetune_eq2=teacher"]
+    cfgs = {(rung, reading): compose(["dataset=mnist", "method=dp_dfd", *privacy, *pinned])
+            for rung, privacy in (("R3", ["privacy=none"]), ("R5", ["privacy=label", "privacy.epsilon=10"]))
+            for reading, pinned in (("former", former), ("default", []))}
+    assert ladder_report.ladder_name(cfgs["R5", "default"]) == "dp_dfd (label)"
+    assert ladder_report.ladder_name(cfgs["R5", "former"]) == \
+        "dp_dfd (label, reading keep_answer=onehot finetune_eq2=teacher: not the default)"
+    assert ladder_report.ladder_name(compose(["dataset=mnist", "method=dpsd", "method.student_steps=5"])) == \
+        "dpsd (label, student_steps=5: not the paper's method)"
+    lenet5 = compose(["dataset=mnist", "method=dp_dfd", "model/teacher=lenet5", "model.teacher.arch=lenet5"])
+    assert ladder_report.ladder_name(lenet5) == "dp_dfd (label)"
+    accuracy = {("R3", "former"): 94.0, ("R3", "default"): 90.0, ("R5", "former"): 76.0, ("R5", "default"): 89.0}
+    groups = pd.DataFrame([{"config": cfg, "status": ladder_report.RUN, "accuracy": accuracy[key], "order": i}
+                           for i, (key, cfg) in enumerate(cfgs.items())])
+    found = {name: list(rows["accuracy"]) for name, rows in ladder_report.ladders(groups).items()}
+    assert found == {"dp_dfd (label, reading keep_answer=onehot finetune_eq2=teacher: not the default)": [94.0, 76.0],
+                     "dp_dfd (label)": [90.0, 89.0]}
+
+
 def test_a_rung_with_several_seeds_shows_their_mean_and_sample_std_and_an_old_codes_run_is_marked():
     from dpsd.version import method_code_version
 

@@ -23,7 +23,8 @@ from omegaconf import DictConfig
 
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, _label_log_axis
-from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, is_stale
+from dpsd.report.readings import off_default
+from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, is_stale, markdown_table
 
 RUNGS = {
     "R0": "teacher",
@@ -103,8 +104,11 @@ def ablation_what(cfg: DictConfig) -> str:
 
 
 def ladder_name(cfg: DictConfig) -> str:
-    """The ladder a private rung (R4, R5) belongs to: method, mode, ablation and variant."""
+    """The ladder a private rung (R4, R5) belongs to: method, mode, ablation, a faithful reading other than the
+    method's default (:func:`dpsd.report.readings.off_default`: a run made before its default changed) and variant."""
     label = f"{cfg.method.name} ({cfg.privacy.mode}" + (f", {ablation(cfg)}" if ablation(cfg) else "")
+    reading = off_default(cfg)
+    label += f", reading {reading}: not the default" if reading else ""
     extra = variant(cfg)
     return label + (f", {extra}: not the paper's method)" if extra else ")")
 
@@ -126,7 +130,8 @@ def annotate(groups: pd.DataFrame) -> pd.DataFrame:
     """The groups with ``rung``, ``what``, ``setting``, ``ablation`` (its switches), ``ablation_what`` (what
     they change) and ``ladder`` columns (rungs R0-R3: ``ladder`` missing, NaN)."""
     if groups.empty:
-        return groups.assign(rung=[], what=[], setting=[], ablation=[], ablation_what=[], ladder=[], base_method=[])
+        return groups.assign(rung=[], what=[], setting=[], ablation=[], ablation_what=[], ladder=[], base_method=[],
+                             reading=[])
     frame = groups.copy()
     frame["rung"] = [rung(cfg) for cfg in frame["config"]]
     frame["ablation"] = [ablation(cfg) for cfg in frame["config"]]
@@ -135,18 +140,21 @@ def annotate(groups: pd.DataFrame) -> pd.DataFrame:
                      for r, changes in zip(frame["rung"], frame["ablation_what"])]
     frame["setting"] = [setting(cfg) for cfg in frame["config"]]
     frame["base_method"] = [str(cfg.method.name) for cfg in frame["config"]]
+    frame["reading"] = [off_default(cfg) for cfg in frame["config"]]
     frame["ladder"] = [ladder_name(cfg) if r in ("R4", "R5") else None for cfg, r in zip(frame["config"], frame["rung"])]
     return frame
 
 
 def ladders(groups: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Each ladder's rungs R0..R5 in order: the shared R0/R1, the method's R2/R3, its own R4/R5."""
+    """Each ladder's rungs R0..R5 in order: the shared R0/R1, the method's R2/R3 at the ladder's reading, its own
+    R4/R5."""
     frame = annotate(groups)
     out: dict[str, pd.DataFrame] = {}
     for name in dict.fromkeys(frame["ladder"].dropna()):
-        method = frame[frame["ladder"] == name]["base_method"].iloc[0]
+        first = frame[frame["ladder"] == name].iloc[0]
         shared = frame["rung"].isin(["R0", "R1"])
-        own = frame["rung"].isin(["R2", "R3"]) & (frame["base_method"] == method)
+        own = (frame["rung"].isin(["R2", "R3"]) & (frame["base_method"] == first["base_method"])
+               & (frame["reading"] == first["reading"]))
         rows = frame[shared | own | (frame["ladder"] == name)]
         out[name] = rows.sort_values(["rung", "order"]).reset_index(drop=True)
     return out
@@ -305,7 +313,9 @@ def query_table(groups: pd.DataFrame) -> pd.DataFrame:
     rung and the axis (steps per iteration, i.e. queries), cells not run last within their rung."""
     frame = annotate(groups)
     rows, keys = [], []
-    names = frame["ladder"].fillna(frame["base_method"])  # R0-R3 have no ladder of their own: the method names them
+    # R0-R3 have no ladder of their own: the method names them, and the reading where it is not the default
+    names = frame["ladder"].fillna(pd.Series([f"{m} (reading {r}: not the default)" if r else m
+                                              for m, r in zip(frame["base_method"], frame["reading"])], index=frame.index))
     for (_, row), name in zip(frame.iterrows(), names):
         run = row["status"] == RUN
         rows.append({
@@ -358,17 +368,6 @@ def query_figure(groups: pd.DataFrame, caption: str, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", metadata=PNG_METADATA)
     return path
-
-
-def markdown_table(body: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table of string cells."""
-    def cell(text: object) -> str:
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    header = list(body.columns)
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in body.itertuples(index=False)]
-    return "\n".join(lines)
 
 
 def ladder_markdown(title: str, tables: dict[str, pd.DataFrame], sentences: list[str], figures: list[str],

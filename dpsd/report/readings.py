@@ -18,6 +18,7 @@ Everything here formats run figures; no number is typed.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +31,8 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import compose
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA
-from dpsd.report.ladder import markdown_table
 from dpsd.report.scoreboard import MIN_SEEDS
-from dpsd.report.tables import DASH, fmt_mean_std
+from dpsd.report.tables import DASH, fmt_mean_std, markdown_table
 from dpsd.report.verdict import count_noun, teacher_text
 
 FAITHFUL, REPAIR, SUBSTITUTE = "faithful", "repair (not in the paper)", "substitute (the paper's ResNet-34 not run)"
@@ -206,6 +206,33 @@ SWITCH_SETS: dict[str, SwitchSet] = {"dpsd": DPSD_SET, "dpsd_t": DPSD_SET,
 READ_METHODS = tuple(SWITCH_SETS)  # the seed methods a readings spec reads; any other method there is a control
 # Every switch name once (a name two papers share reads the same config key: one column of seed_rows)
 _READERS: dict[str, Switch] = {switch.name: switch for entry in SWITCH_SETS.values() for switch in entry.switches}
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(method: str, dataset: str) -> dict[str, str]:
+    """Each of ``method``'s switches at its default (conf/method/<method>.yaml on ``dataset``)."""
+    cfg = compose([f"method={method}", f"dataset={dataset}"])
+    return {switch.key: switch.read(cfg) for switch in SWITCH_SETS[method].switches}
+
+
+def off_default(cfg: DictConfig) -> str:
+    """The switches of a seed method's paper a run sets to a faithful reading other than the method's default,
+    as overrides (``keep_answer=onehot finetune_eq2=teacher``; "" for none, for a method without switches, and for a
+    repair, which :mod:`dpsd.report.ladder` names as a variant): a run made at a reading before the readings
+    search changed the default stands apart from the default's runs. The teacher is not a reading (each ladder
+    names its own); a switch the run does not have (the dash: a noise generator has no output layer) is none."""
+    method = str(cfg.method.name)
+    if method not in SWITCH_SETS:
+        return ""
+    defaults = _defaults(method, str(cfg.dataset.name))
+    found = []
+    for switch in SWITCH_SETS[method].switches:
+        value = switch.read(cfg)
+        if switch.key.startswith("model/") or value in (DASH, defaults[switch.key]):
+            continue
+        if switch.reading(value).kind == FAITHFUL:
+            found.append(f"{switch.key.rpartition('.')[2]}={value}")
+    return " ".join(found)
 
 
 def switches_of(rows: pd.DataFrame) -> tuple[Switch, ...]:

@@ -29,7 +29,7 @@ from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.settings import load_settings, settings_block
 from dpsd.report.runs import load_history, latest_per_cell, write_archive
-from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
+from dpsd.report.tables import markdown_table, page_scale_line, paper_table, scale_line, switches
 from dpsd.sweep.fairness import budget_differences
 from dpsd.sweep.spec import Spec, expand_configs, group_label, load_spec, varied_keys
 from dpsd.tracking import tracking_uri
@@ -198,7 +198,7 @@ def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: sit
         body = ladder.ladder_table(name, rows)
         sentence = ladder.diagnosis(name, rows)
         slug = _slug(f"{spec.name}_{name}")
-        _write(out / "tables" / f"{slug}.md", f"## Ladder: {name}\n\n{sentence}\n\n{ladder.markdown_table(body)}\n")
+        _write(out / "tables" / f"{slug}.md", f"## Ladder: {name}\n\n{sentence}\n\n{markdown_table(body)}\n")
         caption = (f"{name}: best run per rung R0..R5; ε labels are claimed / rigorous. {sentence} {scale_line}.")
         png = ladder.ladder_figure(name, rows, caption, out / "figures" / f"{slug}.png")
         section.figures.append((png.relative_to(out).as_posix(), caption))
@@ -234,7 +234,7 @@ def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section
     png = ladder.query_figure(groups, caption, out / "figures" / f"{spec.name}.png")
     section.figures.append((png.relative_to(out).as_posix(), caption))
     section.markdown = "\n".join([f"## {spec.feeds.get('title', spec.name)} ({scale_line})", "",
-                                   ladder.markdown_table(body), "", f"![{spec.name}]({png.relative_to(out).as_posix()})", ""])
+                                   markdown_table(body), "", f"![{spec.name}]({png.relative_to(out).as_posix()})", ""])
 
 
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),

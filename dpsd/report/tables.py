@@ -267,3 +267,14 @@ def paper_table(name: str, feeds: dict, scale_line: str, groups: pd.DataFrame, r
     return PaperTable(name=name, table_id=" + ".join(ids) if isinstance(ids, list) else str(ids), title=str(feeds.get("title", "")),
                       scale_line=scale_line, body=body, notes=notes,
                       context=pd.DataFrame(context, columns=list(CONTEXT_COLUMNS)))
+
+
+def markdown_table(body: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table of string cells."""
+    def cell(text: object) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    header = list(body.columns)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in body.itertuples(index=False)]
+    return "\n".join(lines)
