@@ -156,3 +156,13 @@ def test_tiny_runs_fill_the_ledger_they_planned(results_dir, run_as_planned, ove
     assert ledger["queries"] == 40 + ("method.vae_regulariser=false" not in overrides) + (not private)
     assert math.isfinite(ledger["eps_rigorous"]) == private
     assert math.isfinite(ledger["eps_labels_only"])
+
+
+def test_dgd_pm_without_privacy_records_its_pool_images_as_unprotected(results_dir, run_as_planned):
+    """The ladder's R3 ablation, DGD± with privacy=none, trains the student and the VAE on the held-out pool's
+    private images: its ledger records that release (eps inf), where the run was stopped before for reading
+    private images no release covers."""
+    metrics, ledger = run_as_planned(compose(["method=dgd", "privacy=none", "method.vae_data=private",
+                                              "method.pool_fraction=0.2", f"results_dir={results_dir}", *TINY]))
+    assert [event["kind"] for event in ledger["events"]] == ["unprotected"]
+    assert ledger["eps_rigorous"] == math.inf and 0.5 < metrics["ensemble_test_accuracy"] <= 1

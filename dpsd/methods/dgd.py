@@ -168,10 +168,21 @@ def generator_release(cfg: DictConfig) -> list[UnprotectedRelease]:
                                              "VAE and student derive from it")]
 
 
-def dgd_releases(cfg: DictConfig) -> list[PrivacyEvent]:
-    """Every release a DGD run makes, in the order ``fit`` records them (none with ``privacy=none``)."""
-    if not private(cfg):
+def pool_release(cfg: DictConfig) -> list[UnprotectedRelease]:
+    """DGD± without privacy (``privacy=none``: the ladder's R3 ablation, ``vae_data=private``): the held-out pool's
+    raw private images train the student and the VAE with no mechanism and no teacher partition to stand under, a
+    release no mechanism covers (as KD on the data, R1). With privacy the pool stands in for public data under the
+    teacher-partition relation the vote release names (:func:`plan_dgd_ledger`'s note)."""
+    if private(cfg) or cfg.method.vae_data != "private":
         return []
+    return [UnprotectedRelease(count=1, note="DGD± without privacy: the held-out pool's private images train the "
+                                             "student and the VAE as they are")]
+
+
+def dgd_releases(cfg: DictConfig) -> list[PrivacyEvent]:
+    """Every release a DGD run makes, in the order ``fit`` records them (with ``privacy=none``, only DGD±'s pool)."""
+    if not private(cfg):
+        return pool_release(cfg)
     releases: list[PrivacyEvent] = [*generator_release(cfg)]
     releases.append(aggregation_release(cfg))
     if uses_vae(cfg):
@@ -450,7 +461,7 @@ class DGD(Method):
             generator = None
             queries, unlabelled = images_of(Subset(data.train, pool[:queries_n])), images_of(Subset(data.train, pool[queries_n:]))
             vae_images, tag = unlabelled, f", pool {method.pool_fraction:g}"
-        for release in generator_release(cfg):
+        for release in [*generator_release(cfg), *pool_release(cfg)]:
             ctx.ledger.record(release)
         votes, test_votes, member_accuracy = ensemble_votes(ctx, parts, tag, queries)
         targets = query_targets(votes, cfg, ctx.rng, ctx.ledger)
