@@ -103,12 +103,17 @@ def ablation_what(cfg: DictConfig) -> str:
     return " + ".join(entry[2] for _, _, entry in _switched(cfg, ABLATIONS))
 
 
+def reading_words(reading: str) -> str:
+    """How a ladder or a query-budget row names a faithful reading other than the default (:func:`off_default`)."""
+    return f"reading {reading}: not the default"
+
+
 def ladder_name(cfg: DictConfig) -> str:
     """The ladder a private rung (R4, R5) belongs to: method, mode, ablation, a faithful reading other than the
     method's default (:func:`dpsd.report.readings.off_default`: a run made before its default changed) and variant."""
     label = f"{cfg.method.name} ({cfg.privacy.mode}" + (f", {ablation(cfg)}" if ablation(cfg) else "")
     reading = off_default(cfg)
-    label += f", reading {reading}: not the default" if reading else ""
+    label += f", {reading_words(reading)}" if reading else ""
     extra = variant(cfg)
     return label + (f", {extra}: not the paper's method)" if extra else ")")
 
@@ -314,8 +319,8 @@ def query_table(groups: pd.DataFrame) -> pd.DataFrame:
     frame = annotate(groups)
     rows, keys = [], []
     # R0-R3 have no ladder of their own: the method names them, and the reading where it is not the default
-    names = frame["ladder"].fillna(pd.Series([f"{m} (reading {r}: not the default)" if r else m
-                                              for m, r in zip(frame["base_method"], frame["reading"])], index=frame.index))
+    names = [ladder if isinstance(ladder, str) else f"{method} ({reading_words(reading)})" if reading else method
+             for ladder, method, reading in zip(frame["ladder"], frame["base_method"], frame["reading"])]
     for (_, row), name in zip(frame.iterrows(), names):
         run = row["status"] == RUN
         rows.append({

@@ -219,8 +219,8 @@ def off_default(cfg: DictConfig) -> str:
     """The switches of a seed method's paper a run sets to a faithful reading other than the method's default,
     as overrides (``keep_answer=onehot finetune_eq2=teacher``; "" for none, for a method without switches, and for a
     repair, which :mod:`dpsd.report.ladder` names as a variant): a run made at a reading before the readings
-    search changed the default stands apart from the default's runs. The teacher is not a reading (each ladder
-    names its own); a switch the run does not have (the dash: a noise generator has no output layer) is none."""
+    search changed the default stands apart from the default's runs. The teacher is a substitute, not a reading (each
+    ladder names its own); a switch the run does not have (the dash: a noise generator has no output layer) is none."""
     method = str(cfg.method.name)
     if method not in SWITCH_SETS:
         return ""
@@ -228,9 +228,7 @@ def off_default(cfg: DictConfig) -> str:
     found = []
     for switch in SWITCH_SETS[method].switches:
         value = switch.read(cfg)
-        if switch.key.startswith("model/") or value in (DASH, defaults[switch.key]):
-            continue
-        if switch.reading(value).kind == FAITHFUL:
+        if value not in (DASH, defaults[switch.key]) and switch.reading(value).kind == FAITHFUL:
             found.append(f"{switch.key.rpartition('.')[2]}={value}")
     return " ".join(found)
 
