@@ -22,7 +22,7 @@ from conftest import spec_folder
 from dpsd.cli import main
 from dpsd.errors import ConfigError
 from dpsd.experiment import run_experiment
-from dpsd.report import render_report
+from dpsd.report import render as render_module, render_report
 from dpsd.report.runs import load_runs, write_archive
 from dpsd.sweep.spec import expand_cells, load_spec
 
@@ -130,7 +130,7 @@ def test_the_markdown_page_carries_each_specs_table_with_both_ledgers(study, tmp
                   tmp_path / "reports", page)
     text = page.read_text()
     assert text.startswith("# DPSD on digits\n")  # the page's title is its spec's (one title per question)
-    assert (tmp_path / "reports" / "tables" / "tiny_curve.md").read_text() in text  # the table's own Markdown, whole
+    assert (tmp_path / "reports" / "tables" / "tiny_curve_smoke.md").read_text() in text  # the table's own Markdown, whole
     assert text.index("## Setting vs paper") < text.index("## Tiny Table")  # the section opens with its setting
     header, *rows = table_rows(text.split("## Tiny Table", 1)[1])
     assert "ε claimed" in header and "ε rigorous" in header
@@ -162,7 +162,7 @@ def test_a_runs_archive_keeps_every_cell_when_the_store_is_lost_and_a_newer_run_
 
 
 def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_runs(study, report):
-    markdown = (report / "tables" / "tiny_curve.md").read_text()
+    markdown = (report / "tables" / "tiny_curve_smoke.md").read_text()
     assert "smoke scale: not comparable to the paper's hyper-parameters" in markdown
     comparison, context = markdown.split("Context: the paper's rows for methods this harness does not implement")
     header, *rows = table_rows(comparison)
@@ -198,11 +198,31 @@ def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_
     assert 'paper.txt:1 "Our DPSD"; switch: privacy=label' in markdown
 
 
+def test_a_spec_rendered_at_two_scales_into_one_folder_keeps_both(study, tmp_path):
+    """Every file a render writes is named for the spec and the scale: the laptop render of a spec does not overwrite
+    the smoke render's table (whose runs it does not have) in the same ``out``."""
+    root, out = study["root"], tmp_path / "reports"
+    for scale in ("smoke", "laptop"):
+        render_report([root / "sweeps" / "tiny_curve.yaml"], scale, study["overrides"], root / "papers.csv", out)
+    smoke, laptop = (table_rows((out / "tables" / f"tiny_curve_{scale}.md").read_text()) for scale in ("smoke", "laptop"))
+    assert any("±" in cell for row in smoke for cell in row)  # the smoke cells' runs
+    assert not any("±" in cell for row in laptop for cell in row)  # none at laptop scale
+    assert (out / "figures" / "tiny_curve_smoke.png").is_file()
+
+
+def test_long_file_names_are_cut_with_a_hash_of_the_whole():
+    short = "ladder_smoke_dpsd_label"
+    assert render_module._slug(short) == short and render_module._slug("a b/c") == "a_b_c"
+    first, second = (render_module._slug("x" * 200 + tail) for tail in ("_default", "_variant"))
+    assert len(first) == len(second) == render_module.SLUG_LENGTH and first != second
+    assert first.startswith("x" * 100) and first == render_module._slug("x" * 200 + "_default")
+
+
 def test_latex_and_html_carry_the_same_numbers(report):
     tables = report / "tables"
-    latex = (tables / "tiny_curve.tex").read_text()
-    page = (tables / "tiny_curve.html").read_text()
-    reproduced = [r[5] for r in table_rows((tables / "tiny_curve.md").read_text())[1:] if len(r) > 5 and "±" in r[5]]
+    latex = (tables / "tiny_curve_smoke.tex").read_text()
+    page = (tables / "tiny_curve_smoke.html").read_text()
+    reproduced = [r[5] for r in table_rows((tables / "tiny_curve_smoke.md").read_text())[1:] if len(r) > 5 and "±" in r[5]]
     assert len(reproduced) == 2
     for text in reproduced:
         assert text.replace("±", r"$\pm$") in latex and text in page
@@ -210,10 +230,10 @@ def test_latex_and_html_carry_the_same_numbers(report):
 
 
 def test_curve_png_is_written_and_the_report_command_renders_identical_files_again(study, report, capsys):
-    png = report / "figures" / "tiny_curve.png"
+    png = report / "figures" / "tiny_curve_smoke.png"
     with Image.open(png) as image:
         assert image.size[0] > 100 and len(image.convert("L").getcolors(maxcolors=256)) > 10  # a plot, not a blank
-    with Image.open(report / "figures" / "tiny_sensitivity.png") as image:
+    with Image.open(report / "figures" / "tiny_sensitivity_smoke.png") as image:
         assert image.size[1] > 700  # accuracy above, both ε ledgers below
     root, again = study["root"], study["root"] / "again"
     assert main(["report", "--no-archive", "--specs", str(root / "sweeps"), "--reference", str(root / "papers.csv"),
@@ -227,15 +247,15 @@ def test_curve_png_is_written_and_the_report_command_renders_identical_files_aga
 
 def test_index_links_every_table_format_and_figure(report):
     index = (report / "index.html").read_text()
-    for href in ("tables/tiny_curve.md", "tables/tiny_curve.tex", "tables/tiny_curve.html", "figures/tiny_curve.png"):
+    for href in ("tables/tiny_curve_smoke.md", "tables/tiny_curve_smoke.tex", "tables/tiny_curve_smoke.html", "figures/tiny_curve_smoke.png"):
         assert f'href="{href}"' in index, href
-    assert 'src="figures/tiny_curve.png"' in index and '<table id="T_tiny_curve"' in index
-    assert 'href="tables/tiny_samples.md"' in index and '<table id="T_tiny_samples"' in index
+    assert 'src="figures/tiny_curve_smoke.png"' in index and '<table id="T_tiny_curve"' in index
+    assert 'href="tables/tiny_samples_smoke.md"' in index and '<table id="T_tiny_samples"' in index
 
 
 def test_sample_grid_is_the_runs_samples_artifact(study, report):
-    grid = report / "samples" / "tiny_samples" / "base.png"
-    assert f'src="samples/tiny_samples/{grid.name}"' in (report / "index.html").read_text()
+    grid = report / "samples" / "tiny_samples_smoke" / "base.png"
+    assert f'src="samples/tiny_samples_smoke/{grid.name}"' in (report / "index.html").read_text()
     artifact = mlflow.artifacts.download_artifacts(run_id=study["run_ids"]["privacy.epsilon=10 seed=0"],
                                                    artifact_path="samples.png", tracking_uri=study["uri"])
     assert grid.read_bytes() == open(artifact, "rb").read()
@@ -277,15 +297,15 @@ def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing
     assert "to run: 1" in capsys.readouterr().out and not (tmp_path / "reports").exists()
     assert main(["reproduce", *args]) == 0
     assert "ran: 1" in capsys.readouterr().out
-    first = (tmp_path / "reports" / "tables" / "tiny_samples.md").read_text()
+    first = (tmp_path / "reports" / "tables" / "tiny_samples_smoke.md").read_text()
     reproduced = table_rows(first)[1][5]
     runs = load_runs(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}", "dpsd")
     assert reproduced == f"{runs['accuracy'].iloc[0]:.2f}" and len(runs) == 1
-    assert (tmp_path / "reports" / "samples" / "tiny_samples" / "base.png").is_file()
+    assert (tmp_path / "reports" / "samples" / "tiny_samples_smoke" / "base.png").is_file()
     assert main(["reproduce", *args]) == 0
     printed = capsys.readouterr().out
     assert "done (a FINISHED run exists): 1" in printed and "ran:" not in printed
-    assert (tmp_path / "reports" / "tables" / "tiny_samples.md").read_text() == first
+    assert (tmp_path / "reports" / "tables" / "tiny_samples_smoke.md").read_text() == first
 
 
 def test_a_bare_reproduce_leaves_out_on_demand_specs_and_runs_them_when_named(tmp_path, capsys):

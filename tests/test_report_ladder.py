@@ -209,14 +209,14 @@ def test_the_query_axis_counts_the_teacher_queries_each_run_made(study):
 
 def test_the_report_writes_ladder_figures_and_the_markdown_readme_links(study):
     out, markdown = study["out"], study["markdown"].read_text()
-    assert (out / "figures" / "tiny_ladder_dpsd_label.png").stat().st_size > 0
-    assert (out / "figures" / "tiny_queries.png").stat().st_size > 0
+    assert (out / "figures" / "tiny_ladder_smoke_dpsd_label.png").stat().st_size > 0
+    assert (out / "figures" / "tiny_queries_smoke.png").stat().st_size > 0
     assert markdown.startswith("# tiny ladder; tiny queries\n") and "do not edit" in markdown
     assert "accuracy is lost" in markdown or "no rung loses" in markdown
     # the figure is copied beside the Markdown (reports/ is not tracked) and linked relative to it
-    assert "](figures/tiny_ladder_dpsd_label.png)" in markdown
-    copied = study["markdown"].parent / "figures" / "tiny_ladder_dpsd_label.png"
-    assert copied.read_bytes() == (out / "figures" / "tiny_ladder_dpsd_label.png").read_bytes()
+    assert "](figures/tiny_ladder_smoke_dpsd_label.png)" in markdown
+    copied = study["markdown"].parent / "figures" / "tiny_ladder_smoke_dpsd_label.png"
+    assert copied.read_bytes() == (out / "figures" / "tiny_ladder_smoke_dpsd_label.png").read_bytes()
     assert "### dpsd (label)" in markdown and "| dpsd (label) | R5 |" in markdown
 
 
@@ -224,8 +224,8 @@ def test_a_markdown_page_inside_the_report_folder_links_the_figures_already_ther
     root = study["root"]
     page = study["out"] / "what.md"
     render_report([root / "sweeps" / "tiny_ladder.yaml"], "smoke", study["overrides"], root / "papers.csv", study["out"], page)
-    assert "](figures/tiny_ladder_dpsd_label.png)" in page.read_text()
-    assert (study["out"] / "figures" / "tiny_ladder_dpsd_label.png").stat().st_size > 0
+    assert "](figures/tiny_ladder_smoke_dpsd_label.png)" in page.read_text()
+    assert (study["out"] / "figures" / "tiny_ladder_smoke_dpsd_label.png").stat().st_size > 0
 
 
 def test_report_command_takes_markdown(study, tmp_path, capsys):
@@ -234,7 +234,7 @@ def test_report_command_takes_markdown(study, tmp_path, capsys):
           "--out", str(tmp_path / "reports"), "--markdown", str(target), *study["overrides"]])
     text = target.read_text()
     assert text.startswith("# tiny ladder; tiny queries\n")  # its specs' titles
-    assert "](figures/tiny_ladder_dpsd_label.png)" in text and (tmp_path / "figures" / "tiny_ladder_dpsd_label.png").is_file()
+    assert "](figures/tiny_ladder_smoke_dpsd_label.png)" in text and (tmp_path / "figures" / "tiny_ladder_smoke_dpsd_label.png").is_file()
     assert (tmp_path / "reports" / "index.html").is_file()
 
 

@@ -1,15 +1,18 @@
 """``dpsd report``: every spec's table and figures from the runs, into ``reports/`` (``--out``).
 
 Per spec ``sweeps/<name>.yaml`` (sweeps/README.md), whatever ``feeds.kind`` is:
-``tables/<name>.{md,tex,html}`` (reported / reproduced / difference, both ε ledgers); kind ``curve``
-adds ``figures/<name>.png`` (ε on a log x axis, the non-private teacher dashed, the paper's numbers
+``tables/<name>_<scale>.{md,tex,html}`` (reported / reproduced / difference, both ε ledgers); kind ``curve``
+adds ``figures/<name>_<scale>.png`` (ε on a log x axis, the non-private teacher dashed, the paper's numbers
 as hollow markers), kind ``sensitivity`` the same against ``feeds.x`` (β, σ, k, T, ...) with both
 ε ledgers in a panel below, kind
-``samples`` the runs' ``samples.png`` grids under ``samples/<name>/``. ``index.html`` shows them all.
+``samples`` the runs' ``samples.png`` grids under ``samples/<name>_<scale>/``. ``index.html`` shows them all.
+Every file is named for the spec *and* the scale (:func:`artifact_stem`): a spec rendered at two scales into one
+``out`` (and its figures copied into one ``results/figures/``) keeps both.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import shutil
@@ -53,8 +56,23 @@ def spec_paths(specs_dir: Path = DEFAULT_SPECS, only: Sequence[str] = ()) -> lis
     return paths
 
 
+SLUG_LENGTH = 120  # characters of a file name's stem, within every file system's limit with room for a suffix
+
+
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:120]
+    """``text`` as a file name's stem: runs of other characters than letters, digits, ``.``, ``_`` and ``-`` become
+    one ``_``; a stem longer than :data:`SLUG_LENGTH` keeps its start and ends in a hash of the whole, so two long
+    names that differ only past the cut stay two files."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
+    if len(slug) <= SLUG_LENGTH:
+        return slug
+    digest = hashlib.sha1(slug.encode()).hexdigest()[:8]
+    return f"{slug[:SLUG_LENGTH - len(digest) - 1]}_{digest}"
+
+
+def artifact_stem(spec: Spec, scale: str) -> str:
+    """The stem every file a spec's render writes starts with: the spec's name and the scale it was rendered at."""
+    return _slug(f"{spec.name}_{scale}")
 
 
 def _write(path: Path, text: str) -> Path:
@@ -103,6 +121,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     verdicts a ladder's sections open with)."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
+    stem = artifact_stem(spec, scale)
     pairs = expand_configs(spec, scale, list(overrides))
     frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs, x=feeds.get("x"),
                        series=feeds.get("series"))
@@ -117,27 +136,27 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     table = paper_table(spec.name, feeds, scale_line(spec, scale), groups, refs)
     for suffix, text in (("md", formats.to_markdown(table)), ("tex", formats.to_latex(table)),
                          ("html", site.page(formats.caption(table), formats.to_html(table)))):
-        _write(out / "tables" / f"{spec.name}.{suffix}", text)
+        _write(out / "tables" / f"{stem}.{suffix}", text)
     section = site.Section(name=spec.name, heading=f"{spec.name} ({', '.join(filter(None, (kind, spec.paper)))})",
                            summary=_summary(groups), table_html=formats.to_html(table),
-                           links=[(f"tables/{spec.name}.{s}", s.upper()) for s in ("md", "tex", "html")],
+                           links=[(f"tables/{stem}.{s}", s.upper()) for s in ("md", "tex", "html")],
                            markdown=formats.to_markdown(table),  # a ladder or query budget writes its own
                            finished=int((groups["status"] == RUN).sum()) if len(groups) else 0)
     caption = f"{formats.caption(table)}. δ = {figures.deltas(groups)}; {table.scale_line}."
     if kind in ("curve", "sensitivity") and len(groups):
         x_key = str(feeds.get("x", "privacy.epsilon"))
         x_label = f"ε (target, {x_key})" if kind == "curve" else x_key
-        png = figures.line_plot(groups, x_label, formats.caption(table), caption, out / "figures" / f"{spec.name}.png",
+        png = figures.line_plot(groups, x_label, formats.caption(table), caption, out / "figures" / f"{stem}.png",
                                 reference=refs, reference_x=_reference_x(kind, x_key),
                                 log_x=True if kind == "curve" else None, privacy_panel=kind == "sensitivity")
         section.figures.append((png.relative_to(out).as_posix(), caption))
         section.links.append((png.relative_to(out).as_posix(), "PNG"))
     if kind == "ladder" and len(groups):
-        _render_ladders(spec, groups, table.scale_line, out, section, verdicts)
+        _render_ladders(spec, stem, groups, table.scale_line, out, section, verdicts)
     if kind == "query_budget" and len(groups):
-        _render_query_budget(spec, groups, table.scale_line, out, section)
+        _render_query_budget(spec, stem, groups, table.scale_line, out, section)
     if kind == "readings" and (frame["status"] == RUN).any():
-        _render_readings(spec, frame, table.scale_line, out, section)
+        _render_readings(spec, stem, frame, table.scale_line, out, section)
     block = settings_block(groups, settings) if settings is not None and kind != "samples" else ""
     if block:  # the section opens with what the paper states beside what our cells ran with
         section.markdown = "\n".join([f"## Setting vs paper: {spec.feeds.get('title', spec.name)}", "", block, "",
@@ -145,11 +164,11 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         section.table_html = f'<details><summary>Setting vs paper</summary><pre>{html.escape(block)}</pre></details>' \
             + section.table_html
     if feeds.get("frontier") and len(groups):
-        _render_verdict(spec, scale, groups, refs, table.scale_line, out, section, searched)
+        _render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched)
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
-            target = out / "samples" / spec.name / f"{_slug(label)}.png"
+            target = out / "samples" / stem / f"{_slug(label)}.png"
             if figures.copy_sample_grid(group["artifact_uris"][0], uri, target):
                 section.figures.append((target.relative_to(out).as_posix(),
                                         f"{label}: synthetic samples of the first seed's run ({table.scale_line})"))
@@ -159,17 +178,17 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
 LADDER_PAGE = "results/ladder.md"  # the page README's verdict links a method's section on
 
 
-def _render_verdict(spec: Spec, scale: str, groups, refs, scale_line: str, out: Path, section: site.Section,
+def _render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: Path, section: site.Section,
                     searched: dict | None = None) -> None:
     """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG), the verdict table and one verdict
     sentence per method (``searched``: what the readings specs covered), kept as the section's ``verdict``
-    block for ``--readme``. The figure is named for the spec and the scale: the headline rendered at paper scale
-    beside the laptop one (results/headline_paper.md, results/headline_laptop.md) must not overwrite the frontier the
-    README shows."""
+    block for ``--readme``. The figure is named for the spec and the scale (``stem``): the headline rendered at paper
+    scale beside the laptop one (results/headline_paper.md, results/headline_laptop.md) must not overwrite the frontier
+    the README shows."""
     caption = (f"{spec.feeds.get('title', spec.name)}; {scale_line}. Points: mean over seeds (error bars: sample "
                f"std); ∞ at the right edge: a release no mechanism covers, or no privacy.")
     paths = verdict.save_frontier(verdict.frontier_figure(groups, refs, caption), out / "figures",
-                                  f"{spec.name}_{scale}_frontier")
+                                  f"{stem}_frontier")
     section.figures.append((paths[0].relative_to(out).as_posix(), caption))
     section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
     section.verdict_figures = [p.relative_to(out).as_posix() for p in paths]
@@ -188,16 +207,16 @@ def _render_verdict(spec: Spec, scale: str, groups, refs, scale_line: str, out: 
                                    f"![The privacy–accuracy frontier](figures/{paths[0].name})", ""])
 
 
-def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: site.Section,
+def _render_ladders(spec: Spec, stem: str, groups, scale_line: str, out: Path, section: site.Section,
                     verdicts: dict[str, str] | None = None) -> None:
-    """Kind ``ladder``: per ladder a table (``tables/<spec>_<ladder>.md``) and a bar figure, and one
+    """Kind ``ladder``: per ladder a table (``tables/<stem>_<ladder>.md``) and a bar figure, and one
     diagnosis sentence each, also gathered as the section's Markdown, each ladder of a paper method headed by
     its verdict (``verdicts``: :func:`headline_verdicts`)."""
     tables, sentences, pngs = {}, [], []
     for name, rows in ladder.ladders(groups).items():
         body = ladder.ladder_table(name, rows)
         sentence = ladder.diagnosis(name, rows)
-        slug = _slug(f"{spec.name}_{name}")
+        slug = _slug(f"{stem}_{name}")
         _write(out / "tables" / f"{slug}.md", f"## Ladder: {name}\n\n{sentence}\n\n{markdown_table(body)}\n")
         caption = (f"{name}: best run per rung R0..R5; ε labels are claimed / rigorous. {sentence} {scale_line}.")
         png = ladder.ladder_figure(name, rows, caption, out / "figures" / f"{slug}.png")
@@ -209,7 +228,7 @@ def _render_ladders(spec: Spec, groups, scale_line: str, out: Path, section: sit
                                               pngs, verdicts)
 
 
-def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: site.Section) -> None:
+def _render_readings(spec: Spec, stem: str, frame, scale_line: str, out: Path, section: site.Section) -> None:
     """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings`) and the main-effects plot."""
     rung = readings.spec_rung(spec.feeds)
     rows = readings.seed_rows(frame, rung)
@@ -218,7 +237,7 @@ def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: sit
                f"the runs and seeds at that value, which differ in the other switches); {scale_line}.")
     design = rows[rows["method"].isin(readings.READ_METHODS)]
     one_at_a_time = spec.feeds.get("layout") == "one_at_a_time"
-    png = (readings.effects_figure(design, caption, out / "figures" / f"{spec.name}.png")
+    png = (readings.effects_figure(design, caption, out / "figures" / f"{stem}.png")
            if len(design) and not one_at_a_time else None)
     if png is not None:
         section.figures.append((png.relative_to(out).as_posix(), caption))
@@ -227,11 +246,11 @@ def _render_readings(spec: Spec, frame, scale_line: str, out: Path, section: sit
                                                   one_at_a_time)
 
 
-def _render_query_budget(spec: Spec, groups, scale_line: str, out: Path, section: site.Section) -> None:
+def _render_query_budget(spec: Spec, stem: str, groups, scale_line: str, out: Path, section: site.Section) -> None:
     """Kind ``query_budget``: accuracy against the teacher queries made, one line per rung, and its table."""
     body = ladder.query_table(groups)
     caption = f"{spec.feeds.get('title', spec.name)}: points labelled ε claimed / ε rigorous; {scale_line}."
-    png = ladder.query_figure(groups, caption, out / "figures" / f"{spec.name}.png")
+    png = ladder.query_figure(groups, caption, out / "figures" / f"{stem}.png")
     section.figures.append((png.relative_to(out).as_posix(), caption))
     section.markdown = "\n".join([f"## {spec.feeds.get('title', spec.name)} ({scale_line})", "",
                                    markdown_table(body), "", f"![{spec.name}]({png.relative_to(out).as_posix()})", ""])
