@@ -112,6 +112,20 @@ def test_shared_smoke_list_yields_to_what_a_spec_varies(tmp_path):
     assert "model.teacher.recipe.steps=200" in load_spec(alone).smoke
 
 
+def test_a_cells_own_value_beats_the_specs_smoke_list_and_cells_that_collapse_are_refused(tmp_path):
+    """The ladder's budget sets ``++method.queries=400`` for every cell; its cell ``method.queries=2000`` must run at
+    2,000, not collapse into the 400-query cell under a second label. An override that does collapse two cells (the
+    command line's, which comes last) is a one-line error before anything runs."""
+    path = write_spec(tmp_path, "own_value", cells=[["privacy.epsilon=1"], ["privacy.epsilon=1", "method.iterations=5"]],
+                      smoke=["method.iterations=3"], on_demand=True)
+    plain, more = (c.compose() for c in expand_cells(path, "smoke"))
+    assert (plain.method.iterations, more.method.iterations) == (3, 5)
+    with pytest.raises(ConfigError, match=r"cells 'privacy.epsilon=1 seed=0' and 'privacy.epsilon=1 "
+                                          r"method.iterations=5 seed=0' compose to one config") as caught:
+        expand_cells(path, "smoke", ["method.iterations=3"])
+    assert "\n" not in str(caught.value)
+
+
 def test_config_hash_ignores_where_not_what(tmp_path):
     base = compose(["privacy.epsilon=1"])
     moved = compose(["privacy.epsilon=1", f"results_dir={tmp_path}", "data.root=/elsewhere", "tracking=none",

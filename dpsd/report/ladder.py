@@ -58,6 +58,7 @@ VARIANTS = (("privacy.rr_prior", "topk", ()), ("method.output_step_scale", "pape
 ABLATIONS = (
     ("method.vae_data", "synthetic", "held-out private images in place of the generator's", True),
     ("method.vae_regulariser", True, "no VAE regulariser (cross-entropy on the labelled queries only)", False),
+    ("method.queries", 400, "more labelled queries than the ladder's 400", False),
 )
 GENERATOR_SWAPS = tuple(key.partition(".")[2] for key, _, _, swaps_generator in ABLATIONS if swaps_generator)
 

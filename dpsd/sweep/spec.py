@@ -276,17 +276,20 @@ def expand_cells(spec: Spec | str | os.PathLike, scale: str = "smoke", overrides
 
 def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
                    overrides: Sequence[str] = ()) -> list[tuple[Cell, DictConfig]]:
-    """:func:`expand_cells` with each cell's composed config."""
+    """:func:`expand_cells` with each cell's composed config. At smoke scale a cell's own value of a key beats the
+    spec's smoke list (a ladder's budget sets ``++method.queries=400``; its cell ``method.queries=2000`` stays 2,000):
+    the list comes after the cell, so the keys the cell sets are left out of it; the command line's come last."""
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-    tail = [f"scale={scale}", *(spec.smoke if scale == "smoke" else ()), *overrides]
     cells = []
     for own in cell_overrides(spec):
+        keys = {override_key(o) for o in own}
+        smoke = [o for o in spec.smoke if override_key(o) not in keys] if scale == "smoke" else []
         for seed in spec.seeds:
             mine = [*own, f"seed={seed}"]
-            full = (*spec.base, *mine, *tail)
+            full = (*spec.base, *mine, f"scale={scale}", *smoke, *overrides)
             try:
                 cfg = composed(full)
             except ConfigError as err:
@@ -295,4 +298,16 @@ def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
                 continue
             cells.append((Cell(spec.name, " ".join(mine), full, config_hash(cfg),
                                str(cfg.dataset.name), str(cfg.method.name)), cfg))
+    _check_distinct(spec.name, [cell for cell, _ in cells])
     return cells
+
+
+def _check_distinct(name: str, cells: Sequence[Cell]) -> None:
+    """Two cells of a spec that compose to one config are one run under two labels (a later override set a key they
+    vary): a ConfigError naming both, before anything runs."""
+    seen: dict[str, str] = {}
+    for cell in cells:
+        first = seen.setdefault(cell.config_hash, cell.label)
+        if first != cell.label:
+            raise ConfigError(f"sweep {name}: cells {first!r} and {cell.label!r} compose to one config "
+                              f"({cell.config_hash}): an override after them sets a key they vary")
