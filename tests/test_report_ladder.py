@@ -149,6 +149,9 @@ def test_an_ablation_run_stands_beside_r3_named_by_its_switches_and_splits_the_d
     assert ladder_report.ablation(both) == "vae_data=private vae_regulariser=false"
     assert ladder_report.ablation(compose(["method=dgd", "privacy=none"])) == ""
     assert ladder_report.ablation(compose(["method=dpsd", "privacy=none"])) == ""  # a method without the switches
+    more = compose(["method=dgd", "privacy=none", "method.queries=2000"])  # the words carry the run's value
+    assert (ladder_report.ablation(more), ladder_report.ablation_what(more)) == (
+        "queries=2000", "2,000 labelled queries in place of the ladder's 400")
     rows = _rows({"R0": 99.2, "R1": 97.9, "R2": 9.7, "R3": 60.5, "R4": 37.5}).assign(ablation="", ablation_what="",
                                                                                   setting="")
     rows["what"] = rows["rung"].map(ladder_report.RUNGS)

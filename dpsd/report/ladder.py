@@ -53,12 +53,12 @@ VARIANTS = (("privacy.rr_prior", "topk", ()), ("method.output_step_scale", "pape
             ("method.top_k_in_data_mode", False, ("fed_dpsd",)))  # true: M_k, which Alg. 2's Fed-FlexPer does not apply
 # Switches that swap or take out one part of a method's loop (the paper's own ablations, e.g. DGD's Fig. 7): a run
 # with a non-default value stands beside its rung, named by what it changes, and is not that rung's run. Each
-# entry: the switch, its default, what it changes in words, and whether it puts held-out private images in place
-# of the generator's (alone, such a run measures what the generator costs).
+# entry: the switch, its default, what it changes in words (``{value}``: the run's value), and whether it puts
+# held-out private images in place of the generator's (alone, such a run measures what the generator costs).
 ABLATIONS = (
     ("method.vae_data", "synthetic", "held-out private images in place of the generator's", True),
     ("method.vae_regulariser", True, "no VAE regulariser (cross-entropy on the labelled queries only)", False),
-    ("method.queries", 400, "more labelled queries than the ladder's 400", False),
+    ("method.queries", 400, "{value:,} labelled queries in place of the ladder's 400", False),
 )
 GENERATOR_SWAPS = tuple(key.partition(".")[2] for key, _, _, swaps_generator in ABLATIONS if swaps_generator)
 
@@ -100,8 +100,8 @@ def ablation(cfg: DictConfig) -> str:
 
 
 def ablation_what(cfg: DictConfig) -> str:
-    """What an ablation run changes in words ("" for none)."""
-    return " + ".join(entry[2] for _, _, entry in _switched(cfg, ABLATIONS))
+    """What an ablation run changes in words ("" for none); ``{value}`` in an entry's words is the run's value."""
+    return " + ".join(entry[2].format(value=value) for _, value, entry in _switched(cfg, ABLATIONS))
 
 
 def reading_words(reading: str) -> str:
