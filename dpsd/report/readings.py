@@ -5,11 +5,11 @@ or a repair.
 
 One source of truth: :data:`SWITCH_SETS` gives, per seed method, its paper's switches (:class:`Switch`): how a
 switch's value is read from a run's resolved config, and for each value the paper's words it follows (quoted,
-with the line of the paper's file in ``../shared/papers/``) and whether it is a faithful reading of them, a repair
+with the line of the paper's file in ``../shared/papers/``, or the excerpt's key where only excerpts are held) and whether it is a faithful reading of them, a repair
 beyond the paper, or a substitute for what the paper used and we could not run here (its ResNet-34 teacher).
-DPSD and DPSD-T share DPSD's switches (one paper, the discriminator their one difference); DPDFD and DP-DFD have
-their own. A spec of kind ``readings`` (``sweeps/readings_r3.yaml``, ``sweeps/readings_dpdfd_r3.yaml``,
-``sweeps/readings_dp_dfd_r5.yaml``) is a fractional factorial of these switches; :func:`main_effects` reads each
+DPSD and DPSD-T share DPSD's switches (one paper, the discriminator their one difference); DPDFD, DP-DFD and DGD
+have their own. A spec of kind ``readings`` (``sweeps/readings_r3.yaml``, ``sweeps/readings_dpdfd_r3.yaml``,
+``sweeps/readings_dp_dfd_r5.yaml``, ``sweeps/readings_dgd_r3.yaml``) is a fractional factorial of these switches; :func:`main_effects` reads each
 switch's effect off it as the difference of the mean accuracy over the runs at each value (every value appears in
 half the runs), and :func:`chosen_defaults` applies the rule of issue 34 item 5: the faithful run with the best
 mean accuracy at the default teacher, ties (within :data:`TIE` points) to the run with the most literal values.
@@ -191,6 +191,30 @@ DP_DFD_SWITCHES: tuple[Switch, ...] = (
 )
 
 
+def _bn_statistics(cfg: DictConfig) -> str:
+    """Whether DGD's generator loss has the BN-statistics term (its weight above 0)."""
+    return "on" if float(cfg.method.generator_loss.bn_statistics) > 0 else "off"
+
+
+# DGD's switches; words: keys of ../shared/papers/dgd-discriminative-generative-distillation.excerpts.json (the paper
+# is held as excerpts, no full text): the generator is "trained in a data-free manner" with no loss printed. What
+# its R3 settles is not a switch: the Laplace release of the latent codes and its mapping M (code_projection) act only
+# with privacy=label.
+DGD_SWITCHES: tuple[Switch, ...] = (
+    Switch("BN-statistics term", "method.generator_loss.bn_statistics", reader=_bn_statistics, readings=(
+        Reading("on", FAITHFUL, 'id_table_4 "it matches the distribution of private data in discriminative space": '
+                "DeepInversion's term matching the batch's BatchNorm statistics to the baseline's running ones, beside "
+                "DAFL's"),
+        Reading("off", FAITHFUL, 'id_table_1 "takes the baseline classifier as a fixed discriminator and trains a '
+                'generator in a data-free manner": DAFL\'s losses alone (one-hot, entropy, activation), DAFL\'s '
+                "words", literal=True),
+    )),
+    _generator_output("the paper gives no generator",
+                      'DAFL, whose words id_table_1 uses ("a fixed discriminator ... in a data-free manner"); its '
+                      "generator ends in an affine-free BatchNorm"),
+)
+
+
 class SwitchSet(NamedTuple):
     """A paper's switches and the file in ../shared/papers/ whose lines their words quote."""
 
@@ -202,7 +226,9 @@ DPSD_SET = SwitchSet("dpsd-model-transcription.txt", DPSD_SWITCHES)
 # Per seed method, its paper's switches (DPSD-T is DPSD's paper with the teacher as discriminator).
 SWITCH_SETS: dict[str, SwitchSet] = {"dpsd": DPSD_SET, "dpsd_t": DPSD_SET,
                                      "dpdfd": SwitchSet("dpdfd-ijcai2023.md", DPDFD_SWITCHES),
-                                     "dp_dfd": SwitchSet("dp-dfd-selective-randomized-response.md", DP_DFD_SWITCHES)}
+                                     "dp_dfd": SwitchSet("dp-dfd-selective-randomized-response.md", DP_DFD_SWITCHES),
+                                     "dgd": SwitchSet("dgd-discriminative-generative-distillation.excerpts.json",
+                                                      DGD_SWITCHES)}
 READ_METHODS = tuple(SWITCH_SETS)  # the seed methods a readings spec reads; any other method there is a control
 # Every switch name once (a name two papers share reads the same config key: one column of seed_rows)
 _READERS: dict[str, Switch] = {switch.name: switch for entry in SWITCH_SETS.values() for switch in entry.switches}
