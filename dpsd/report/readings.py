@@ -4,15 +4,16 @@ which learns without its mechanism, is searched at R5) over runs and seeds, and 
 or a repair.
 
 One source of truth: :data:`SWITCH_SETS` gives, per seed method, its paper's switches (:class:`Switch`): how a
-switch's value is read from a run's resolved config, and for each value the paper's words it follows (quoted,
-with the line of the paper's file in ``../shared/papers/``, or the excerpt's key where only excerpts are held) and whether it is a faithful reading of them, a repair
-beyond the paper, or a substitute for what the paper used and we could not run here (its ResNet-34 teacher).
-DPSD and DPSD-T share DPSD's switches (one paper, the discriminator their one difference); DPDFD, DP-DFD and DGD
-have their own. A spec of kind ``readings`` (``sweeps/readings_r3.yaml``, ``sweeps/readings_dpdfd_r3.yaml``,
-``sweeps/readings_dp_dfd_r5.yaml``, ``sweeps/readings_dgd_r3.yaml``) is a fractional factorial of these switches; :func:`main_effects` reads each
+switch's value is read from a run's resolved config, and for each value the paper's words it follows (quoted, with
+the line of the paper's file in ``../shared/papers/``, or the excerpt's key where only excerpts are held) and
+whether it is a faithful reading of them, a repair beyond the paper, or a substitute for what the paper used and we
+could not run here (its ResNet-34 teacher). DPSD and DPSD-T share DPSD's switches (one paper, the discriminator
+their one difference); DPDFD, DP-DFD and DGD have their own. A spec of kind ``readings``
+(``sweeps/readings_r3.yaml``, ``sweeps/readings_dpdfd_r3.yaml``, ``sweeps/readings_dp_dfd_r5.yaml``,
+``sweeps/readings_dgd_r3.yaml``) is a fractional factorial of these switches; :func:`main_effects` reads each
 switch's effect off it as the difference of the mean accuracy over the runs at each value (every value appears in
-half the runs), and :func:`chosen_defaults` applies the rule of issue 34 item 5: the faithful run with the best
-mean accuracy at the default teacher, ties (within :data:`TIE` points) to the run with the most literal values.
+half the runs), and :func:`chosen_defaults` applies the rule of issue 34 item 5: the faithful run with the best mean
+accuracy at the default teacher, ties (within :data:`TIE` points) to the run with the most literal values.
 Everything here formats run figures; no number is typed.
 """
 
