@@ -112,3 +112,15 @@ def test_a_design_run_at_another_rung_names_it_in_its_tables_and_in_the_verdict_
     assert readings.searched(at_r5)["dp_dfd"]["where"] == "at R5, ε claimed 10"
     assert readings.searched(at_r5)["dp_dfd"]["best"] == "70.50 ± 0.71% (n = 2)"
     assert readings.searched(seed_rows(frame))["dp_dfd"]["where"] == "without privacy (R3)"
+
+
+def test_dgds_switches_read_its_generator_loss_and_output_and_name_a_run_off_its_defaults():
+    """DGD's readings (sweeps/readings_dgd_r3.yaml): the BN-statistics term read as on/off from its weight, whatever
+    number spells it, and a run away from DGD's defaults named by the switches it sets."""
+    default = compose(["method=dgd", "privacy=none"])
+    both = compose(["method=dgd", "privacy=none", "method.generator_loss.bn_statistics=0",
+                    "model.generator.output=tanh_batchnorm"])
+    assert readings.switch_values(default)["BN-statistics term"] == "on" and readings.off_default(default) == ""
+    assert readings.switch_values(both)["BN-statistics term"] == "off"
+    assert readings.off_default(both) == "bn_statistics=off output=tanh_batchnorm"
+    assert readings.switches_of(pd.DataFrame({"method": ["dgd"]})) is readings.DGD_SWITCHES
