@@ -124,3 +124,4 @@ def test_dgds_switches_read_its_generator_loss_and_output_and_name_a_run_off_its
     assert readings.switch_values(both)["BN-statistics term"] == "off"
     assert readings.off_default(both) == "bn_statistics=off output=tanh_batchnorm"
     assert readings.switches_of(pd.DataFrame({"method": ["dgd"]})) is readings.DGD_SWITCHES
+    assert readings.switch_values(compose(["method=dafl", "privacy=none"]))["BN-statistics term"] == readings.DASH  # no such loss

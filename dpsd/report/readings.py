@@ -193,8 +193,10 @@ DP_DFD_SWITCHES: tuple[Switch, ...] = (
 
 
 def _bn_statistics(cfg: DictConfig) -> str:
-    """Whether DGD's generator loss has the BN-statistics term (its weight above 0)."""
-    return "on" if float(cfg.method.generator_loss.bn_statistics) > 0 else "off"
+    """Whether DGD's generator loss has the BN-statistics term (its weight above 0); the dash where a method's loss
+    has no such term (every switch is read off every run of a readings page)."""
+    weight = OmegaConf.select(cfg, "method.generator_loss.bn_statistics", default=None)
+    return DASH if weight is None else "on" if float(weight) > 0 else "off"
 
 
 # DGD's switches; words: keys of ../shared/papers/dgd-discriminative-generative-distillation.excerpts.json (the paper
@@ -217,10 +219,11 @@ DGD_SWITCHES: tuple[Switch, ...] = (
 
 
 class SwitchSet(NamedTuple):
-    """A paper's switches and the file in ../shared/papers/ whose lines their words quote."""
+    """A paper's switches, the file in ../shared/papers/ their words quote, and how they point into it."""
 
     paper: str
     switches: tuple[Switch, ...]
+    pointers: str = "lines (l.)"  # a full text's lines; an excerpts file's keys
 
 
 DPSD_SET = SwitchSet("dpsd-model-transcription.txt", DPSD_SWITCHES)
@@ -229,7 +232,8 @@ SWITCH_SETS: dict[str, SwitchSet] = {"dpsd": DPSD_SET, "dpsd_t": DPSD_SET,
                                      "dpdfd": SwitchSet("dpdfd-ijcai2023.md", DPDFD_SWITCHES),
                                      "dp_dfd": SwitchSet("dp-dfd-selective-randomized-response.md", DP_DFD_SWITCHES),
                                      "dgd": SwitchSet("dgd-discriminative-generative-distillation.excerpts.json",
-                                                      DGD_SWITCHES)}
+                                                      DGD_SWITCHES, "keys (id_table_N: a table's or figure's caption "
+                                                                    "and the passages citing it)")}
 READ_METHODS = tuple(SWITCH_SETS)  # the seed methods a readings spec reads; any other method there is a control
 # Every switch name once (a name two papers share reads the same config key: one column of seed_rows)
 _READERS: dict[str, Switch] = {switch.name: switch for entry in SWITCH_SETS.values() for switch in entry.switches}
@@ -503,7 +507,7 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
                 f"Default by the rule: not chosen yet (a run here has {seeds} seed; the rule needs {MIN_SEEDS} on every "
                 f"run). With these runs it would read: " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + ".")
         lines += [f"### {method}: readings at {rung}", "",
-                  f"The paper's words: lines (l.) of `../shared/papers/{SWITCH_SETS[method].paper}`. "
+                  f"The paper's words: {SWITCH_SETS[method].pointers} of `../shared/papers/{SWITCH_SETS[method].paper}`. "
                   f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
                   f"(over {count_noun(counts['teachers'], 'teacher')}), at least {count_noun(counts['seeds'], 'seed')} each. "
                   + (f"Best faithful run: {best[accuracy_column(at)]}% (n = {best['Seeds']})." if best is not None else ""),
