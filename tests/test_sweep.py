@@ -683,7 +683,7 @@ def test_smoke_caps_leave_out_the_cells_above_an_amount_cap_at_smoke_scale_only(
     path = write_spec(tmp_path, "capped", base=["method=dgd"], grid={"method.num_teachers": [2, 5, 10]})
     assert [c.compose().method.num_teachers for c in expand_cells(path, "smoke")] == [2, 5]
     assert [c.compose().method.num_teachers for c in expand_cells(path, "laptop")] == [2, 5, 10]
-    fixed = write_spec(tmp_path, "fixed", base=["method=dgd", "method.num_teachers=10"], grid={"seed": [0, 1]})
+    fixed = write_spec(tmp_path, "fixed", base=["method=dgd", "method.num_teachers=10"], seeds=[0, 1])
     assert len(expand_cells(fixed, "smoke")) == 2  # a size the spec sets for every cell is no amount axis
     (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump({"caps": {"method.num_teachers": "many"}}))
     with pytest.raises(ConfigError, match="caps must map override keys to numbers"):
