@@ -195,8 +195,8 @@ DP_DFD_SWITCHES: tuple[Switch, ...] = (
 def _bn_statistics(cfg: DictConfig) -> str:
     """Whether DGD's generator loss has the BN-statistics term (its weight above 0); the dash where a method's loss
     has no such term (every switch is read off every run of a readings page)."""
-    weight = OmegaConf.select(cfg, "method.generator_loss.bn_statistics", default=None)
-    return DASH if weight is None else "on" if float(weight) > 0 else "off"
+    weight = _select(cfg, "method.generator_loss.bn_statistics")
+    return DASH if weight == DASH else "on" if float(weight) > 0 else "off"
 
 
 # DGD's switches; words: keys of ../shared/papers/dgd-discriminative-generative-distillation.excerpts.json (the paper
