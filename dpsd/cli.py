@@ -23,6 +23,9 @@
     dpsd report [--scale smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [--archive CSV] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
                                      plots, sample grids and index.html, from the recorded runs
+    dpsd pages [--manifest results/pages.yaml] [--page PATH ...] [overrides]
+                                     every committed page (results/*.md, README's verdict) from the
+                                     recorded runs, as results/pages.yaml lists them, in one pass
     dpsd reproduce [--scale smoke|laptop|paper] [--only SPEC ...] [--dry-run] [--rerun-stale] [--cpus-per-trial N] [overrides]
                                      the sweeps (whatever is missing), then the report
     dpsd new method NAME --from EXISTING
@@ -354,6 +357,25 @@ def cmd_report(args: list[str]) -> None:
     print(f"report: {index}")
 
 
+def cmd_pages(args: list[str]) -> None:
+    from dpsd.report.pages import DEFAULT_PAGES, load_pages, render_pages
+
+    parser = _parser("pages", "render every committed page (results/*.md and README's verdict) from the runs")
+    parser.add_argument("--manifest", default=str(DEFAULT_PAGES), help=f"the pages and their specs (default {DEFAULT_PAGES})")
+    parser.add_argument("--page", nargs="+", default=[], metavar="PATH",
+                        help="only these pages of the manifest (e.g. results/ladder.md); default: all, in its order")
+    parsed = parser.parse_intermixed_args(args)
+    pages = load_pages(Path(parsed.manifest))
+    wanted = {Path(path) for path in parsed.page}
+    unknown = sorted(wanted - {page.markdown for page in pages})
+    if unknown:
+        raise ConfigError(f"--page {unknown[0]} is not in {parsed.manifest}; its pages: "
+                          + ", ".join(str(page.markdown) for page in pages))
+    pages = [page for page in pages if not wanted or page.markdown in wanted]
+    for path in render_pages(pages, parsed.overrides):
+        print(f"pages: wrote {path}")
+
+
 def cmd_reproduce(args: list[str]) -> int:
     from dpsd.reproduce import reproduce
     from dpsd.sweep.spec import split_scale
@@ -427,7 +449,7 @@ def cmd_new(args: list[str]) -> None:
 
 
 COMMANDS = {"new": cmd_new, "run": cmd_run, "quickstart": cmd_quickstart, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report,
-            "audit": cmd_audit, "sweep": cmd_sweep, "report": cmd_report, "reproduce": cmd_reproduce, "sync": cmd_sync}
+            "audit": cmd_audit, "sweep": cmd_sweep, "report": cmd_report, "pages": cmd_pages, "reproduce": cmd_reproduce, "sync": cmd_sync}
 
 
 def main(argv: list[str] | None = None) -> int:
