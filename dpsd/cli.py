@@ -326,11 +326,12 @@ def _archive(parsed: argparse.Namespace) -> Path | None:
     return Path(chosen) if chosen else DEFAULT_ARCHIVE
 
 
-def _overrides_after_only(parsed: argparse.Namespace) -> list[str]:
-    """``--only a b key=value``: spec names have no "=", so overrides after ``--only`` are overrides."""
-    overrides = [name for name in parsed.only if "=" in name]
-    parsed.only = [name for name in parsed.only if "=" not in name]
-    return [*parsed.overrides, *overrides]
+def _overrides_after_only(parsed: argparse.Namespace, option: str = "only") -> list[str]:
+    """``--only a b key=value`` (or ``--page``): names have no "=", so the words with one after the option are
+    overrides."""
+    names = getattr(parsed, option)
+    setattr(parsed, option, [name for name in names if "=" not in name])
+    return [*parsed.overrides, *(name for name in names if "=" in name)]
 
 
 def cmd_report(args: list[str]) -> None:
@@ -365,6 +366,7 @@ def cmd_pages(args: list[str]) -> None:
     parser.add_argument("--page", nargs="+", default=[], metavar="PATH",
                         help="only these pages of the manifest (e.g. results/ladder.md); default: all, in its order")
     parsed = parser.parse_intermixed_args(args)
+    overrides = _overrides_after_only(parsed, "page")
     pages = load_pages(Path(parsed.manifest))
     wanted = {Path(path) for path in parsed.page}
     unknown = sorted(wanted - {page.markdown for page in pages})
@@ -372,7 +374,7 @@ def cmd_pages(args: list[str]) -> None:
         raise ConfigError(f"--page {unknown[0]} is not in {parsed.manifest}; its pages: "
                           + ", ".join(str(page.markdown) for page in pages))
     pages = [page for page in pages if not wanted or page.markdown in wanted]
-    for path in render_pages(pages, parsed.overrides):
+    for path in render_pages(pages, overrides):
         print(f"pages: wrote {path}")
 
 

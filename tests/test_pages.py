@@ -57,7 +57,7 @@ def test_pages_renders_each_listed_page_at_its_path_with_its_title(tmp_path):
 
 def test_pages_refuses_a_page_the_manifest_does_not_list_before_rendering(capsys, monkeypatch):
     monkeypatch.chdir(REPO)
-    assert main(["pages", "--page", "results/nowhere.md"]) == 2
+    assert main(["pages", "--page", "results/nowhere.md", "data.root=/nowhere"]) == 2  # an override after it is one
     err = capsys.readouterr().err.strip()
     assert err.startswith("dpsd pages: error: --page results/nowhere.md is not in results/pages.yaml; its pages: ")
     assert "results/ladder.md" in err and "\n" not in err

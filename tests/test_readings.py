@@ -74,6 +74,12 @@ def test_the_default_is_the_best_faithful_run_at_the_default_teacher_and_ties_go
     # main effects would pick resample (45 against 10) with 5 student steps' help; the rule takes a run as a whole
     tie = rows([({}, [20.0, 20.0]), ({"update order": "generator_first"}, [21.5, 21.5])])
     assert chosen_defaults(tie, teacher)["update order"] == "student_first"  # within 2 points: the more literal run
+    # equally literal runs that tie: the current defaults stay; a run better by more than a tie still wins
+    level = rows([({}, [10.0, 10.0]), ({"learning rates": "paper", "generator output": "tanh_batchnorm"}, [11.5, 11.5])])
+    assert chosen_defaults(level, teacher)["learning rates"] == "paper"  # no current defaults given: the best mean
+    assert chosen_defaults(level, teacher, DEFAULTS)["learning rates"] == "student 0.001"
+    better = rows([({}, [10.0, 10.0]), ({"learning rates": "paper", "generator output": "tanh_batchnorm"}, [12.5, 12.5])])
+    assert chosen_defaults(better, teacher, DEFAULTS)["learning rates"] == "paper"
     assert chosen_defaults(rows([({"student steps": "5"}, [50.0]), ({"student steps": "5", "latents": "resample"},
                                                                     [40.0])]), teacher) == {}  # no faithful run
 
@@ -125,3 +131,31 @@ def test_dgds_switches_read_its_generator_loss_and_output_and_name_a_run_off_its
     assert readings.off_default(both) == "bn_statistics=off output=tanh_batchnorm"
     assert readings.switches_of(pd.DataFrame({"method": ["dgd"]})) is readings.DGD_SWITCHES
     assert readings.switch_values(compose(["method=dafl", "privacy=none"]))["BN-statistics term"] == readings.DASH  # no such loss
+
+
+def test_fed_dpsds_switches_are_what_alg_2_leaves_open_and_its_spec_is_a_resolution_iv_half_fraction():
+    """FedDPSD is read with the subset of DPSD's switches that its Alg. 2 leaves open (not the latents, student steps
+    or update order, which Alg. 2 writes out), and sweeps/readings_fed_dpsd_r3.yaml runs their half fraction I = CDFG:
+    eight distinct runs, each value in four, every run's product of the four +-1 codes the same (so no main effect is
+    aliased with a two-factor interaction), the first run at FedDPSD's defaults and so the ladder's R3 cell."""
+    from dpsd.sweep.spec import REPO_SWEEPS, expand_configs
+
+    names = [switch.name for switch in readings.FED_DPSD_SWITCHES]
+    assert readings.switches_of(pd.DataFrame({"method": ["fed_dpsd"]})) is readings.FED_DPSD_SWITCHES
+    assert set(names) < {switch.name for switch in DPSD_SWITCHES}
+    assert not {"latents", "student steps", "update order"} & set(names)
+    maximize = compose(["method=fed_dpsd", "privacy=none", "method.generator_loss.student_loss=maximize"])
+    assert readings.off_default(compose(["method=fed_dpsd", "privacy=none"])) == ""
+    assert readings.off_default(maximize) == "student_loss=maximize"
+
+    pairs = expand_configs(REPO_SWEEPS / "readings_fed_dpsd_r3.yaml", "smoke", ["data.root=/nowhere"])
+    runs = {cell.config_hash: readings.switch_values(cfg) for cell, cfg in pairs if int(cfg.seed) == 0}
+    first = {switch.name: readings.switch_values(compose(["method=fed_dpsd", "dataset=mnist"]))[switch.name]
+             for switch in readings.FED_DPSD_SWITCHES}
+    codes = [[1 if values[name] == first[name] else -1 for name in names] for values in runs.values()]
+    assert len(runs) == 8 and len({tuple(c) for c in codes}) == 8
+    assert all(sum(c[i] for c in codes) == 0 for i in range(len(names)))  # each value in half the runs
+    assert {math.prod(c) for c in codes} == {1}  # I = CDFG, the all-default run included
+    ladder = {cell.label: cell.config_hash for cell, _ in expand_configs(REPO_SWEEPS / "ladder.yaml", "smoke",
+                                                                        ["data.root=/nowhere"])}
+    assert next(iter(runs)) == ladder["method=fed_dpsd privacy=none seed=0"]

@@ -8,12 +8,13 @@ switch's value is read from a run's resolved config, and for each value the pape
 the line of the paper's file in ``../shared/papers/``, or the excerpt's key where only excerpts are held) and
 whether it is a faithful reading of them, a repair beyond the paper, or a substitute for what the paper used and we
 could not run here (its ResNet-34 teacher). DPSD and DPSD-T share DPSD's switches (one paper, the discriminator
-their one difference); DPDFD, DP-DFD and DGD have their own. A spec of kind ``readings``
-(``sweeps/readings_r3.yaml``, ``sweeps/readings_dpdfd_r3.yaml``, ``sweeps/readings_dp_dfd_r5.yaml``,
-``sweeps/readings_dgd_r3.yaml``) is a fractional factorial of these switches; :func:`main_effects` reads each
-switch's effect off it as the difference of the mean accuracy over the runs at each value (every value appears in
-half the runs), and :func:`chosen_defaults` applies the rule of issue 34 item 5: the faithful run with the best mean
-accuracy at the default teacher, ties (within :data:`TIE` points) to the run with the most literal values.
+their one difference); FedDPSD has the subset its Alg. 2 leaves open; DPDFD, DP-DFD and DGD have their own. A spec
+of kind ``readings`` (``sweeps/readings_r3.yaml``, ``sweeps/readings_fed_dpsd_r3.yaml``,
+``sweeps/readings_dpdfd_r3.yaml``, ``sweeps/readings_dp_dfd_r5.yaml``, ``sweeps/readings_dgd_r3.yaml``) is a
+fractional factorial of these switches; :func:`main_effects` reads each switch's effect off it as the difference of
+the mean accuracy over the runs at each value (every value appears in half the runs), and :func:`chosen_defaults`
+applies the rule of issue 34 item 5: the faithful run with the best mean accuracy at the default teacher, ties
+(within :data:`TIE` points) to the run with the most literal values, then to the current defaults.
 Everything here formats run figures; no number is typed.
 """
 
@@ -106,7 +107,18 @@ def _teacher(resnet_words: str) -> Switch:
     ))
 
 
-# DPSD's switches; words: lines of ../shared/papers/dpsd-model-transcription.txt
+# DPSD's switches; words: lines of ../shared/papers/dpsd-model-transcription.txt. The readings FedDPSD's Alg. 2 (its
+# Appendix D, l.579-613) leaves open as DPSD does are named once and shared by both switch sets.
+_ADVERSARIAL = Reading("maximize", FAITHFUL, 'l.84 "we can treat the student as a discriminator variant and enable '
+                       'generator update via adversarial learning"')
+_ADAM_RATE = Reading("student 0.001", FAITHFUL, 'l.62 "where gamma_s is the learning rate" of Eq. (3): gamma_s read as '
+                     "the output step only; the weights' Adam rate unstated (Adam's default 1e-3)")
+_PAPER_RATES = 'l.155 "The learning rates for student and generator update are set to gamma_s = 0.1 and gamma_g = 0.01"'
+_DPSD_OUTPUT = _generator_output("the paper does not describe its generator",
+                                 "DAFL [11]'s generator, whose losses Eq. (8) takes (l.84 \"[11, 28]\"), ends in an "
+                                 "affine-free BatchNorm")
+_DPSD_TEACHER = _teacher('l.155 "ResNet34 as teacher"')
+
 DPSD_SWITCHES: tuple[Switch, ...] = (
     Switch("latents", "method.latents", (
         Reading("trainable", FAITHFUL, 'l.95 Alg. 1 line 1 "generate a batch of random vectors Z(0)", l.100 line 6 '
@@ -122,25 +134,37 @@ DPSD_SWITCHES: tuple[Switch, ...] = (
     Switch("L_s in the generator's loss", "method.generator_loss.student_loss", (
         Reading("minimize", FAITHFUL, 'l.100 Alg. 1 line 6 "update the generator with w_g(t+1) = w_g(t) - gamma_g '
                 'd(L_s + L_g)/dw_g"', literal=True),
-        Reading("maximize", FAITHFUL, 'l.84 "we can treat the student as a discriminator variant and enable generator '
-                'update via adversarial learning"'),
+        _ADVERSARIAL,
         Reading("off", FAITHFUL, "Table VI's ablation of the loss terms"),
     )),
     Switch("learning rates", "method.student_lr", reader=_rates, readings=(
-        Reading("paper", FAITHFUL, 'l.155 "The learning rates for student and generator update are set to gamma_s = 0.1 '
-                'and gamma_g = 0.01", on the weights as l.99 Alg. 1 line 5 writes gamma_s', literal=True),
-        Reading("student 0.001", FAITHFUL, 'l.62 "where gamma_s is the learning rate" of Eq. (3): gamma_s read as the '
-                "output step only; the weights' Adam rate unstated (Adam's default 1e-3)"),
+        Reading("paper", FAITHFUL, f"{_PAPER_RATES}, on the weights as l.99 Alg. 1 line 5 writes gamma_s", literal=True),
+        _ADAM_RATE,
     )),
     Switch("update order", "method.update_order", (
         Reading("student_first", FAITHFUL, "l.99-100 Alg. 1 lines 5-6: the student, then the generator", literal=True),
         Reading("generator_first", FAITHFUL, 'l.92 "we update the generator as well as its inputs with L_s + L_g and '
                 'sample data with the trained inputs to update the student with L_s"'),
     )),
-    _generator_output("the paper does not describe its generator",
-                      "DAFL [11]'s generator, whose losses Eq. (8) takes (l.84 \"[11, 28]\"), ends in an affine-free "
-                      "BatchNorm"),
-    _teacher('l.155 "ResNet34 as teacher"'),
+    _DPSD_OUTPUT,
+    _DPSD_TEACHER,
+)
+
+# FedDPSD's switches: what Alg. 2 leaves open. What it settles is not a switch here: fresh latents (l.581 line 3
+# "Sample b noise samples z"), one student update (l.594 line 16) and the student before the generator (lines 16 then
+# 18); nor, at R3, the data mode's top-k and where its noise is added, which act only inside the mechanism.
+FED_DPSD_SWITCHES: tuple[Switch, ...] = (
+    Switch("L_s in the generator's loss", "method.generator_loss.student_loss", (
+        Reading("minimize", FAITHFUL, 'l.596 Alg. 2 line 18 "Update generator w_g^(t+1) = w_g^t - gamma_g '
+                'd(L_S + L_G)/dw_g^t"', literal=True),
+        _ADVERSARIAL,
+    )),
+    Switch("learning rates", "method.student_lr", reader=_rates, readings=(
+        Reading("paper", FAITHFUL, f"{_PAPER_RATES}, on the weights as l.594 Alg. 2 line 16 writes gamma_s", literal=True),
+        _ADAM_RATE,
+    )),
+    _DPSD_OUTPUT,
+    _DPSD_TEACHER,
 )
 
 # DPDFD's switches; words: lines of ../shared/papers/dpdfd-ijcai2023.md. What DPDFD's Alg. 1 settles (fresh latents,
@@ -229,6 +253,7 @@ class SwitchSet(NamedTuple):
 DPSD_SET = SwitchSet("dpsd-model-transcription.txt", DPSD_SWITCHES)
 # Per seed method, its paper's switches (DPSD-T is DPSD's paper with the teacher as discriminator).
 SWITCH_SETS: dict[str, SwitchSet] = {"dpsd": DPSD_SET, "dpsd_t": DPSD_SET,
+                                     "fed_dpsd": SwitchSet("dpsd-model-transcription.txt", FED_DPSD_SWITCHES),
                                      "dpdfd": SwitchSet("dpdfd-ijcai2023.md", DPDFD_SWITCHES),
                                      "dp_dfd": SwitchSet("dp-dfd-selective-randomized-response.md", DP_DFD_SWITCHES),
                                      "dgd": SwitchSet("dgd-discriminative-generative-distillation.excerpts.json",
@@ -351,12 +376,14 @@ def run_table(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out).sort_values("_mean", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def chosen_defaults(rows: pd.DataFrame, teacher: str) -> dict[str, str]:
+def chosen_defaults(rows: pd.DataFrame, teacher: str, current: dict[str, str] | None = None) -> dict[str, str]:
     """Issue 34 item 5's rule, on runs: the faithful run (every switch at a faithful value) with the best mean
     accuracy among the runs at ``teacher`` (the method's default teacher: the teacher is a substitute, not a reading; the
     calibration issue picks it); of the runs within :data:`TIE` points of it, the one with the most literal
-    values (the letter of the algorithm box). Returns that run's value of each varied switch but the teacher
-    ({} without a faithful run there).
+    values (the letter of the algorithm box); of equally literal ones, the run at the ``current`` defaults (the
+    method's switch values now), so that defaults move only for a run better by more than a tie or more literal, not
+    for a difference among runs that tie (FedDPSD's small-CNN runs, all at chance); then the best mean. Returns that
+    run's value of each varied switch but the teacher ({} without a faithful run there).
 
     Runs, not main effects: a value is chosen only with the values it was run with. In a resolution III
     fraction a main effect carries two-factor interactions, so the best value of each switch on its own can
@@ -370,11 +397,13 @@ def chosen_defaults(rows: pd.DataFrame, teacher: str) -> dict[str, str]:
         readings = [s.reading(first[s.name]) for s in judged]
         if all(r.kind == FAITHFUL for r in readings):
             runs.append({"values": {s.name: first[s.name] for s in shown}, "mean": at["accuracy"].mean(),
-                         "literal": sum(r.literal for r in readings)})
+                         "literal": sum(r.literal for r in readings),
+                         "current": current is not None and all(first[s.name] == current[s.name] for s in judged)})
     if not runs:
         return {}
     top = max(r["mean"] for r in runs)
-    return max((r for r in runs if top - r["mean"] < TIE), key=lambda r: (r["literal"], r["mean"]))["values"]
+    return max((r for r in runs if top - r["mean"] < TIE),
+               key=lambda r: (r["literal"], r["current"], r["mean"]))["values"]
 
 
 def interaction_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -494,14 +523,14 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         best, seeds = counts["best_run"], counts["seeds"]
         current = switch_values(compose([f"method={method}", "dataset=mnist"]))
         teacher = current["teacher"]
-        chosen = chosen_defaults(at, teacher)
+        chosen = chosen_defaults(at, teacher, current)
         changed = [f"{k} {current[k]} -> {v}" for k, v in chosen.items() if current[k] != v]
         verdict = (f" (differs from conf/method/{method}.yaml in: {'; '.join(changed)})." if changed
                    else f": conf/method/{method}.yaml's defaults as they are.")
         rung = rung_of(at)
         rule = (f"Default by the rule (the faithful run with the best mean {rung} at the default teacher, {teacher}; runs "
-                f"within {TIE:g} points of it go to the one with the most literal values; runs, not main effects, "
-                "since a main effect here carries interactions): "
+                f"within {TIE:g} points of it go to the one with the most literal values, then to the current defaults; "
+                "runs, not main effects, since a main effect here carries interactions): "
                 + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + verdict
                 if seeds >= MIN_SEEDS else
                 f"Default by the rule: not chosen yet (a run here has {seeds} seed; the rule needs {MIN_SEEDS} on every "
