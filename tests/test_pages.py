@@ -41,6 +41,12 @@ def test_a_bad_manifest_is_one_line_naming_what_is_accepted(tmp_path, body, word
     assert words in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_page_may_name_one_spec_without_a_list(tmp_path):
+    manifest = tmp_path / "pages.yaml"
+    manifest.write_text("pages:\n  - {markdown: a.md, only: ladder, scale: laptop}")
+    assert load_pages(manifest, REPO / "sweeps") == [Page(Path("a.md"), ("ladder",), "laptop")]
+
+
 def test_pages_renders_each_listed_page_at_its_path_with_its_title(tmp_path):
     """The plumbing, on a spec with no runs yet: the page is written where the manifest says, titled as it says,
     and the archive named is created."""

@@ -48,7 +48,8 @@ def load_pages(path: Path = DEFAULT_PAGES, specs_dir: Path = DEFAULT_SPECS) -> l
     for number, entry in enumerate(entries, 1):
         if not isinstance(entry, dict) or not {"markdown", "only"} <= set(entry) or set(entry) - set(KEYS):
             raise ConfigError(f"{path}: page {number} must have 'markdown' and 'only' and no keys but {', '.join(KEYS)}")
-        page = Page(Path(entry["markdown"]), tuple(entry["only"]), str(entry.get("scale", "smoke")), entry.get("title"),
+        only = [entry["only"]] if isinstance(entry["only"], str) else entry["only"]  # one spec, or a list of them
+        page = Page(Path(entry["markdown"]), tuple(map(str, only)), str(entry.get("scale", "smoke")), entry.get("title"),
                     Path(entry["readme"]) if entry.get("readme") else None)
         if page.scale not in SCALES:
             raise ConfigError(f"{path}: page {page.markdown}: scale {page.scale!r} is not one of {', '.join(SCALES)}")
