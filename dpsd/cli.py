@@ -374,8 +374,8 @@ def cmd_pages(args: list[str]) -> None:
         raise ConfigError(f"--page {unknown[0]} is not in {parsed.manifest}; its pages: "
                           + ", ".join(str(page.markdown) for page in pages))
     pages = [page for page in pages if not wanted or page.markdown in wanted]
-    for path in render_pages(pages, overrides):
-        print(f"pages: wrote {path}")
+    written = render_pages(pages, overrides)
+    print(f"pages: {len(written)} written")
 
 
 def cmd_reproduce(args: list[str]) -> int:

@@ -8,6 +8,7 @@ from dpsd.config import compose
 from dpsd.report import readings
 from dpsd.report.readings import (DPDFD_SWITCHES, DPSD_SWITCHES, FAITHFUL, REPAIR, SWITCH_SETS, chosen_defaults,
                                   main_effects, run_table, seed_rows)
+from dpsd.sweep.spec import REPO_SWEEPS, expand_configs
 
 DEFAULTS = {"latents": "trainable", "student steps": "1", "L_s in the generator's loss": "minimize",
             "learning rates": "student 0.001", "update order": "student_first", "generator output": "tanh",
@@ -138,7 +139,6 @@ def test_fed_dpsds_switches_are_what_alg_2_leaves_open_and_its_spec_is_a_resolut
     or update order, which Alg. 2 writes out), and sweeps/readings_fed_dpsd_r3.yaml runs their half fraction I = CDFG:
     eight distinct runs, each value in four, every run's product of the four +-1 codes the same (so no main effect is
     aliased with a two-factor interaction), the first run at FedDPSD's defaults and so the ladder's R3 cell."""
-    from dpsd.sweep.spec import REPO_SWEEPS, expand_configs
 
     names = [switch.name for switch in readings.FED_DPSD_SWITCHES]
     assert readings.switches_of(pd.DataFrame({"method": ["fed_dpsd"]})) is readings.FED_DPSD_SWITCHES

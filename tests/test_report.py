@@ -198,6 +198,23 @@ def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_
     assert 'paper.txt:1 "Our DPSD"; switch: privacy=label' in markdown
 
 
+def test_a_report_without_the_papers_files_says_which_file_it_expected(study, tmp_path, capsys):
+    """Run from another folder, the default ``results/reference/papers.csv`` (and ``settings.csv`` beside it) is not
+    found: the page renders without the papers' numbers, and stderr names each file it expected."""
+    root = study["root"]
+    render_report(sorted((root / "sweeps").glob("*.yaml")), "smoke", study["overrides"], tmp_path / "none" / "papers.csv",
+                  tmp_path / "out")
+    warned = capsys.readouterr().err
+    assert f"no file {tmp_path / 'none' / 'papers.csv'}" in warned
+    assert f"no file {tmp_path / 'none' / 'settings.csv'}" in warned
+    (root / "settings.csv").write_text("paper,method,dataset,key,value,source\n")
+    try:
+        render(study, "reports_with_settings")
+    finally:
+        (root / "settings.csv").unlink()
+    assert "no file" not in capsys.readouterr().err
+
+
 def test_a_spec_rendered_at_two_scales_into_one_folder_keeps_both(study, tmp_path):
     """Every file a render writes is named for the spec and the scale: the laptop render of a spec does not overwrite
     the smoke render's table (whose runs it does not have) in the same ``out``."""

@@ -30,7 +30,7 @@ from dpsd.report import figures, formats, ladder, readings, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
-from dpsd.report.settings import load_settings, settings_block
+from dpsd.report.settings import load_settings, settings_block, settings_path
 from dpsd.report.runs import load_history, latest_per_cell, write_archive
 from dpsd.report.tables import markdown_table, page_scale_line, paper_table, scale_line, switches
 from dpsd.sweep.fairness import budget_differences
@@ -281,10 +281,14 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
         known = {cell.config_hash: " ".join(cell.overrides) for spec in loaded
                  for cell, _ in expand_configs(spec, scale, list(overrides))}
         write_archive(history, archive, known)
+    for needed in (Path(reference_csv), settings_path(reference_csv)):
+        if not needed.is_file():
+            print(f"warning: no file {needed} (run from the repository root, or pass --reference): the pages will "
+                  "show none of the papers' numbers or settings", file=sys.stderr)
     reference = load_reference(Path(reference_csv))
     out = Path(out)
     scoreboard = Scoreboard()
-    settings = load_settings()
+    settings = load_settings(settings_path(reference_csv))
     kinds = {spec.feeds.get("kind") for spec in loaded}
     searched = (readings_searched(Path(specs[0]).parent, overrides, runs)
                 if any(spec.feeds.get("frontier") for spec in loaded) or "ladder" in kinds else {})

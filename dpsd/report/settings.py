@@ -16,13 +16,18 @@ from omegaconf import OmegaConf
 from dpsd.report.cells import RUN, SEPARATORS
 from dpsd.report.tables import DASH, normalization_words
 
-DEFAULT_SETTINGS = Path("results/reference/settings.csv")
+SETTINGS_NAME = "settings.csv"  # beside the papers' numbers (results/reference/papers.csv)
 KEYS = ("teacher", "student", "generator", "iterations", "batch_size", "student_optimizer", "generator_optimizer",
         "image_size", "normalization", "epsilon_delta", "noise", "hardware")
 STAGED = ("dp_dfd",)  # methods that train in stages of samples (DP-DFD Alg. 1) rather than iterations
 
 
-def load_settings(path: Path = DEFAULT_SETTINGS) -> pd.DataFrame:
+def settings_path(reference_csv: Path) -> Path:
+    """The papers' settings file: ``settings.csv`` in the folder of the papers' numbers."""
+    return Path(reference_csv).with_name(SETTINGS_NAME)
+
+
+def load_settings(path: Path) -> pd.DataFrame:
     """The papers' settings (columns paper, method, dataset, key, value, source); empty without the file."""
     path = Path(path)
     if not path.is_file():
