@@ -1,0 +1,69 @@
+"""tools/carry_run.py: a checkpointed run's state carried through git to a machine that has none of its disk, and a
+machine that kept a newer checkpoint keeps it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import load_tool
+
+from dpsd.checkpoint import Checkpointer
+
+carry_run = load_tool("carry_run")
+
+
+@dataclass
+class Trainer:
+    """A stand-in trainer: one module and its query count, all a checkpoint holds of it."""
+
+    net: torch.nn.Module = field(default_factory=lambda: torch.nn.Linear(3, 2))
+    queries: int = 0
+    checkpointed: tuple[str, ...] = ("net",)
+
+
+def checkpoint(results: Path, steps: int, trainer: Trainer) -> Checkpointer:
+    saver = Checkpointer(path=results / "checkpoints" / "dafl-abc.pt", every=1, code="v1")
+    saver.save(steps, trainer, [], torch.Generator().manual_seed(0), 1.0)
+    return saver
+
+
+def teacher(results: Path, name: str) -> Path:
+    path = results / "teachers" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(name.encode())
+    return path
+
+
+def test_a_saved_run_resumes_on_a_machine_without_its_results_dir(tmp_path):
+    old, new, carry = tmp_path / "old", tmp_path / "new", tmp_path / "carry"
+    trainer = Trainer()
+    checkpoint(old, 400, trainer)
+    teacher(old, "mnist-lenet5-seed0-x.pt")
+    teacher(old, "mnist-small_cnn-seed0-y.pt")
+    lines = carry_run.save(old, "mnist-lenet5-seed0-*.pt", carry)
+    assert lines[0].endswith("dafl-abc.pt (after step 400)") and len(lines) == 2  # the small CNN is not carried
+    assert carry_run.restore(new, carry) == [f"restored {new / 'checkpoints' / 'dafl-abc.pt'} (after step 400)",
+                                             f"restored {new / 'teachers' / 'mnist-lenet5-seed0-x.pt'}"]
+    resumed = Trainer()
+    assert Checkpointer(path=new / "checkpoints" / "dafl-abc.pt", every=1, code="v1").restore(
+        resumed, [], torch.Generator()) == (400, 1.0)
+    assert torch.equal(resumed.net.weight, trainer.net.weight)
+
+
+def test_a_machine_that_kept_a_newer_checkpoint_keeps_it(tmp_path):
+    kept, carry = tmp_path / "kept", tmp_path / "carry"
+    checkpoint(kept, 400, Trainer())
+    teacher(kept, "t.pt")
+    carry_run.save(kept, "*.pt", carry)
+    checkpoint(kept, 600, Trainer())  # the run went on after the save, on a disk the next session kept
+    assert carry_run.restore(kept, carry) == [f"kept {kept / 'checkpoints' / 'dafl-abc.pt'} (after step 600; carried: 400)"]
+    assert carry_run.steps_done(kept / "checkpoints" / "dafl-abc.pt") == 600
+
+
+def test_saving_without_a_checkpoint_names_what_it_looked_for(tmp_path):
+    teacher(tmp_path, "t.pt")
+    with pytest.raises(SystemExit, match=r"nothing matches .*checkpoints/\*\.pt"):
+        carry_run.save(tmp_path, "t.pt", tmp_path / "carry")

@@ -1,0 +1,92 @@
+"""Carry a long CPU run across sessions whose machines may keep nothing but git.
+
+A run with ``checkpoint.every_steps`` (:mod:`dpsd.checkpoint`) resumes from its checkpoint when the same command is
+started again, but the checkpoint and the teacher cache live under ``results_dir``, which a new machine does not
+have. At a session's end ``save`` copies the run's checkpoints and the teachers they distil into ``carry/`` (to be
+committed); the next session's ``restore`` puts them back, then starts the same command again.
+
+    python tools/carry_run.py save RESULTS_DIR TEACHER_GLOB [--carry carry]
+    python tools/carry_run.py restore RESULTS_DIR [--carry carry]
+
+``save`` copies ``RESULTS_DIR/checkpoints/*.pt`` and ``RESULTS_DIR/teachers/TEACHER_GLOB``. ``restore`` copies a
+checkpoint only where ``RESULTS_DIR`` holds none for that run or one with fewer steps (a machine that kept its disk
+keeps its newer file), and a teacher only where the cache lacks it. Each prints one line a file, with the steps a
+checkpoint had done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+
+CHECKPOINTS, TEACHERS = "checkpoints", "teachers"
+
+
+def steps_done(path: Path) -> int:
+    """The steps a checkpoint file had done (-1 where there is no file)."""
+    if not path.is_file():
+        return -1
+    return int(torch.load(path, map_location="cpu", weights_only=False)["steps_done"])  # our own file
+
+
+def save(results_dir: Path, teacher_glob: str, carry: Path) -> list[str]:
+    """Copy the run's checkpoints and the teachers ``teacher_glob`` names into ``carry``; returns one line a file."""
+    checkpoints = sorted((results_dir / CHECKPOINTS).glob("*.pt"))
+    teachers = sorted((results_dir / TEACHERS).glob(teacher_glob))
+    if not checkpoints or not teachers:
+        missing = f"{results_dir / CHECKPOINTS}/*.pt" if not checkpoints else f"{results_dir / TEACHERS}/{teacher_glob}"
+        raise SystemExit(f"carry_run: nothing matches {missing}")
+    lines = []
+    for folder, files in ((CHECKPOINTS, checkpoints), (TEACHERS, teachers)):
+        (carry / folder).mkdir(parents=True, exist_ok=True)
+        for source in files:
+            shutil.copyfile(source, carry / folder / source.name)
+            steps = f" (after step {steps_done(source)})" if folder == CHECKPOINTS else ""
+            lines.append(f"saved {carry / folder / source.name}{steps}")
+    return lines
+
+
+def restore(results_dir: Path, carry: Path) -> list[str]:
+    """Copy the carried files into ``results_dir`` where they are ahead of what it holds; one line a file."""
+    if not (carry / CHECKPOINTS).is_dir():
+        raise SystemExit(f"carry_run: no {carry / CHECKPOINTS}: nothing was carried")
+    lines = []
+    for source in sorted((carry / CHECKPOINTS).glob("*.pt")):
+        target = results_dir / CHECKPOINTS / source.name
+        carried, held = steps_done(source), steps_done(target)
+        if carried > held:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            lines.append(f"restored {target} (after step {carried})")
+        else:
+            lines.append(f"kept {target} (after step {held}; carried: {carried})")
+    for source in sorted((carry / TEACHERS).glob("*.pt")):
+        target = results_dir / TEACHERS / source.name
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            lines.append(f"restored {target}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["save", "restore"])
+    parser.add_argument("results_dir", type=Path)
+    parser.add_argument("teacher_glob", nargs="?", help="save: the teachers to carry, a glob under RESULTS_DIR/teachers")
+    parser.add_argument("--carry", type=Path, default=Path("carry"), help="the committed folder (default carry/)")
+    args = parser.parse_args(argv)
+    if args.action == "save" and not args.teacher_glob:
+        parser.error("save needs TEACHER_GLOB (e.g. 'mnist-lenet5-seed0-*.pt')")
+    lines = (save(args.results_dir, args.teacher_glob, args.carry) if args.action == "save"
+             else restore(args.results_dir, args.carry))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
