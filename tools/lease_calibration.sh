@@ -21,7 +21,9 @@
 # (the stores come back without the model weights and sample grids: the transfer holds 64 MiB). A run is
 # recorded when it ends: one the window stops leaves only its lines in the logs.
 # Needs, carried from the repository root: .whl/ (the Python packages the machine's image lacks), .gpu/mnist/
-# (MNIST's four files, gzipped) and .gpu/DAFL/ (DAFL's folder of huawei-noah/Data-Efficient-Model-Compression).
+# (MNIST's four files, gzipped), .gpu/teachers/ and, for SIDE_BY_SIDE=1, .gpu/DAFL/ (DAFL's folder of
+# huawei-noah/Data-Efficient-Model-Compression): `bash tools/prepare_lease.sh` builds them here (about 10 minutes,
+# mostly downloads; OFFICIAL=PATH for .gpu/DAFL).
 # LIMIT: seconds the whole script may take (default 580); EXTRA: overrides for every run (a local check);
 # CHECKPOINT: the DAFL cells' iterations between checkpoints (default 1200).
 set -u
