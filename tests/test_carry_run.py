@@ -11,6 +11,10 @@ import torch
 from conftest import load_tool
 
 from dpsd.checkpoint import Checkpointer
+from dpsd.config import compose
+from dpsd.data import data_info, load_data
+from dpsd.models import build_classifier
+from dpsd.teachers import evaluate_accuracy
 
 carry_run = load_tool("carry_run")
 
@@ -19,9 +23,9 @@ carry_run = load_tool("carry_run")
 class Trainer:
     """A stand-in trainer: one module and its query count, all a checkpoint holds of it."""
 
-    net: torch.nn.Module = field(default_factory=lambda: torch.nn.Linear(3, 2))
+    student: torch.nn.Module = field(default_factory=lambda: torch.nn.Linear(3, 2))
     queries: int = 0
-    checkpointed: tuple[str, ...] = ("net",)
+    checkpointed: tuple[str, ...] = ("student",)
 
 
 def checkpoint(results: Path, steps: int, trainer: Trainer) -> Checkpointer:
@@ -50,7 +54,7 @@ def test_a_saved_run_resumes_on_a_machine_without_its_results_dir(tmp_path):
     resumed = Trainer()
     assert Checkpointer(path=new / "checkpoints" / "dafl-abc.pt", every=1, code="v1").restore(
         resumed, [], torch.Generator()) == (400, 1.0)
-    assert torch.equal(resumed.net.weight, trainer.net.weight)
+    assert torch.equal(resumed.student.weight, trainer.student.weight)
 
 
 def test_a_machine_that_kept_a_newer_checkpoint_keeps_it(tmp_path):
@@ -67,3 +71,14 @@ def test_saving_without_a_checkpoint_names_what_it_looked_for(tmp_path):
     teacher(tmp_path, "t.pt")
     with pytest.raises(SystemExit, match=r"nothing matches .*checkpoints/\*\.pt"):
         carry_run.save(tmp_path, "t.pt", tmp_path / "carry")
+
+
+def test_a_peek_reads_the_checkpoints_student_on_the_runs_test_split(tmp_path, capsys):
+    overrides = ["dataset=digits", "privacy=none", f"results_dir={tmp_path}"]
+    cfg = compose(overrides)
+    info = data_info(cfg)
+    trainer = Trainer(build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes))
+    saver = checkpoint(tmp_path, 7, trainer)
+    assert carry_run.main(["peek", str(saver.path), *overrides]) == 0
+    expected = 100 * evaluate_accuracy(trainer.student, load_data(cfg).test, torch.device("cpu"))
+    assert f"after step 7: student test accuracy {expected:.2f}%" in capsys.readouterr().out

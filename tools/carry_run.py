@@ -7,11 +7,14 @@ committed); the next session's ``restore`` puts them back, then starts the same 
 
     python tools/carry_run.py save RESULTS_DIR TEACHER_GLOB [--carry carry]
     python tools/carry_run.py restore RESULTS_DIR [--carry carry]
+    python tools/carry_run.py peek CHECKPOINT [overrides]
 
 ``save`` copies ``RESULTS_DIR/checkpoints/*.pt`` and ``RESULTS_DIR/teachers/TEACHER_GLOB``. ``restore`` copies a
 checkpoint only where ``RESULTS_DIR`` holds none for that run or one with fewer steps (a machine that kept its disk
 keeps its newer file), and a teacher only where the cache lacks it. Each prints one line a file, with the steps a
-checkpoint had done.
+checkpoint had done. ``peek`` reads a checkpoint's student on the test split of the run the overrides describe (the
+cell's own): a look at a run in progress, to see it learn or freeze, not a result (a run's number is its last step's,
+recorded when it ends).
 """
 
 from __future__ import annotations
@@ -73,17 +76,38 @@ def restore(results_dir: Path, carry: Path) -> list[str]:
     return lines
 
 
+def peek(checkpoint: Path, overrides: list[str]) -> str:
+    """The student a checkpoint holds, on the test split of the run ``overrides`` describe, as one line."""
+    from dpsd.config import compose
+    from dpsd.data import data_info, load_data
+    from dpsd.models import build_classifier
+    from dpsd.teachers import evaluate_accuracy
+
+    cfg = compose(overrides)
+    info = data_info(cfg)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)  # our own file
+    student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
+    student.load_state_dict(state["trainer"]["student"])
+    accuracy = evaluate_accuracy(student, load_data(cfg).test, torch.device("cpu"))
+    return f"{checkpoint.name} after step {state['steps_done']}: student test accuracy {100 * accuracy:.2f}% (a look, not a result)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["save", "restore"])
-    parser.add_argument("results_dir", type=Path)
-    parser.add_argument("teacher_glob", nargs="?", help="save: the teachers to carry, a glob under RESULTS_DIR/teachers")
+    parser.add_argument("action", choices=["save", "restore", "peek"])
+    parser.add_argument("path", type=Path, help="save, restore: the runs' results_dir; peek: a checkpoint file")
+    parser.add_argument("rest", nargs="*", help="save: the teachers to carry, a glob under RESULTS_DIR/teachers; "
+                                                "peek: the run's overrides")
     parser.add_argument("--carry", type=Path, default=Path("carry"), help="the committed folder (default carry/)")
     args = parser.parse_args(argv)
-    if args.action == "save" and not args.teacher_glob:
-        parser.error("save needs TEACHER_GLOB (e.g. 'mnist-lenet5-seed0-*.pt')")
-    lines = (save(args.results_dir, args.teacher_glob, args.carry) if args.action == "save"
-             else restore(args.results_dir, args.carry))
+    if args.action == "save" and len(args.rest) != 1:
+        parser.error("save needs one TEACHER_GLOB (e.g. 'mnist-lenet5-seed0-*.pt')")
+    if args.action == "save":
+        lines = save(args.path, args.rest[0], args.carry)
+    elif args.action == "restore":
+        lines = restore(args.path, args.carry)
+    else:
+        lines = [peek(args.path, args.rest)]
     print("\n".join(lines))
     return 0
 
