@@ -12,6 +12,7 @@ import math
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import mlflow
 import pandas as pd
@@ -25,6 +26,8 @@ from dpsd.experiment import run_experiment
 from dpsd.report import render as render_module, render_report
 from dpsd.report.runs import load_runs, write_archive
 from dpsd.sweep.spec import expand_cells, load_spec
+
+REPO = Path(__file__).resolve().parents[1]
 
 TINY = ["device=cpu", "++method.iterations=2", "++method.batch_size=16", "model.teacher.recipe.steps=30"]
 SPEC = """
@@ -73,6 +76,7 @@ def study(tmp_path_factory):
     (root / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)  # their cells are tiny_curve cells
     (root / "sweeps" / "tiny_sensitivity.yaml").write_text(SENSITIVITY_SPEC)
     (root / "papers.csv").write_text(REFERENCE)
+    shutil.copyfile(REPO / "results" / "reference" / "settings.csv", root / "settings.csv")  # read beside papers.csv
     overrides = [f"results_dir={root / 'results'}"]
     cells = expand_cells(load_spec(root / "sweeps" / "tiny_curve.yaml"), "smoke", overrides)
     accuracy, run_ids = {}, {}
@@ -207,11 +211,7 @@ def test_a_report_without_the_papers_files_says_which_file_it_expected(study, tm
     warned = capsys.readouterr().err
     assert f"no file {tmp_path / 'none' / 'papers.csv'}" in warned
     assert f"no file {tmp_path / 'none' / 'settings.csv'}" in warned
-    (root / "settings.csv").write_text("paper,method,dataset,key,value,source\n")
-    try:
-        render(study, "reports_with_settings")
-    finally:
-        (root / "settings.csv").unlink()
+    render(study, "reports_with_both")  # the study's papers.csv with settings.csv beside it
     assert "no file" not in capsys.readouterr().err
 
 
