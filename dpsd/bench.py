@@ -26,6 +26,10 @@ rounds only and stops (at the latest after ``--contention-limit`` seconds, on an
 too). It runs once without the thread hygiene (``before``: torch's defaults) and once with it
 (``after``: :mod:`dpsd.threads`), each in a process of its own, rounds interleaved. Prints seconds per
 step quiet and contended and their ratio, with the load average before it started.
+
+``--allocator``: instead, each of ``--methods``' ``privacy=none`` iteration on the CPU (default: DPSD and DAFL) under
+glibc's malloc and under jemalloc (:mod:`dpsd.allocator`), each in a process of its own, rounds of
+``ALLOCATOR_STEPS`` steps interleaved. Prints seconds per step under each and their ratio.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import time
 import torch
 from torch import nn
 
+from dpsd.allocator import ALLOCATORS, env_for, in_use
 from dpsd.contention import Competitors, Worker, serve
 from dpsd.config import available_devices, compose, resolve_device, resolve_paths, validate
 from dpsd.data import load_data
@@ -65,6 +70,8 @@ CONTENTION_CELL = ("dpsd", "label")  # --contention's method and privacy mode
 CONTENTION_ROUNDS = 5
 CONTENTION_STEPS = 10  # iterations per timed round of --contention
 CONTENTION_LIMIT = 600.0  # seconds a competitor runs at most
+ALLOCATOR_METHODS = "dpsd,dafl"  # --allocator's methods unless --methods names others
+ALLOCATOR_STEPS = 5  # iterations per timed round of --allocator
 
 
 def _seconds(action) -> float:
@@ -177,15 +184,23 @@ def print_ensemble(cfg, data, members: int, parts: int, steps: int) -> None:
               f"{batched * parts / 60:>14.1f}  {describe(device)}")
 
 
-def contention_worker(overrides: list[str]) -> None:
-    """The process a ``--contention`` row is timed in: :data:`CONTENTION_CELL`'s trainer on the CPU
-    (the teacher from the cache), served to the benchmark (:func:`dpsd.contention.serve`)."""
+def cell_worker(overrides: list[str], cell: str) -> None:
+    """The process a ``--contention`` or ``--allocator`` row is timed in: the trainer of ``cell``
+    (``METHOD:PRIVACY``) on the CPU (the teacher from the cache), served to the benchmark
+    (:func:`dpsd.contention.serve`), which it tells its threads, waiting policy and allocator."""
+    method, mode = cell.split(":")
     device = torch.device("cpu")
     cfg = resolve_paths(compose(overrides))
     data = load_data(cfg)
     teacher, _ = load_or_train_teacher(cfg, data, device)
-    trainer = build_trainer(overrides, *CONTENTION_CELL, teacher, data, device)
-    serve(trainer.step, WARMUP, f"{torch.get_num_threads()} {os.environ.get('OMP_WAIT_POLICY', 'default')}")
+    trainer = build_trainer(overrides, method, mode, teacher, data, device)
+    serve(trainer.step, WARMUP,
+          f"{torch.get_num_threads()} {os.environ.get('OMP_WAIT_POLICY', 'default')} {in_use()}")
+
+
+def worker_argv(overrides: list[str], method: str, mode: str) -> list[str]:
+    """The command line of a :func:`cell_worker` process."""
+    return [sys.executable, "-m", "dpsd.bench", "--worker", f"{method}:{mode}", *overrides]
 
 
 def _rounds(workers: dict[str, Worker], rounds: int, steps: int) -> dict[str, float]:
@@ -202,7 +217,7 @@ def bench_contention(overrides: list[str], competitors: int, threads: int, round
     """Per hygiene ("before": :func:`dpsd.threads.without_hygiene`'s environment, "after": this one's),
     the worker's threads and waiting policy and its median seconds per step quiet and beside
     ``competitors`` competitors of ``threads`` threads, rounds interleaved across the two workers."""
-    argv = [sys.executable, "-m", "dpsd.bench", "--contention-worker", *overrides]
+    argv = worker_argv(overrides, *CONTENTION_CELL)
     workers: dict[str, Worker] = {}
     try:
         for name, env in (("before", without_hygiene()), ("after", os.environ)):
@@ -234,6 +249,40 @@ def print_contention(cfg, overrides: list[str], competitors: int, threads: int, 
               f"{row['contended'] / row['quiet']:>18.2f}")
 
 
+def bench_allocator(overrides: list[str], names: list[str], rounds: int, steps: int) -> dict[str, dict[str, float]]:
+    """Per method, the median seconds per step of its ``privacy=none`` iteration under each of
+    :data:`dpsd.allocator.ALLOCATORS`, in a worker each, ``rounds`` rounds of ``steps`` interleaved."""
+    rows: dict[str, dict[str, float]] = {}
+    for name in names:
+        if not has_trainer(name):
+            print(f"skip {name}: no make_trainer (not an iterative method)")
+            continue
+        workers: dict[str, Worker] = {}
+        try:
+            for allocator in ALLOCATORS:
+                workers[allocator] = Worker(worker_argv(overrides, name, REFERENCE), env_for(allocator))
+                running = workers[allocator].ready.split()[2]
+                if running != allocator:
+                    raise Fault(f"the {allocator} worker runs under {running} (LD_PRELOAD={os.environ.get('LD_PRELOAD', '')})")
+            rows[name] = _rounds(workers, rounds, steps)
+        finally:
+            for worker in workers.values():
+                worker.close()
+    return rows
+
+
+def print_allocator(cfg, overrides: list[str], names: list[str], rounds: int) -> None:
+    load_or_train_teacher(cfg, load_data(cfg), torch.device("cpu"))  # cached once, before the workers start
+    print(f"one privacy=none iteration on {cfg.dataset.name} on the CPU ({torch.get_num_threads()} threads): median "
+          f"of {rounds} interleaved rounds of {ALLOCATOR_STEPS} steps, under each allocator in a process of its own "
+          f"(dpsd.allocator; load average before: {' '.join(f'{value:.2f}' for value in os.getloadavg())})")
+    print(f"{'method':<10} {'batch':>6} {'malloc s/step':>14} {'jemalloc s/step':>16} {'malloc / jemalloc':>18}")
+    for name, row in bench_allocator(overrides, names, rounds, ALLOCATOR_STEPS).items():
+        batch = compose([*overrides, f"method={name}"]).method.batch_size
+        print(f"{name:<10} {batch:>6} {row['malloc']:>14.4f} {row['jemalloc']:>16.4f} "
+              f"{row['malloc'] / row['jemalloc']:>18.2f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpsd.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=None, help="comma-separated method names (default: every "
@@ -251,7 +300,9 @@ def main(argv: list[str] | None = None) -> None:
                         "competitor (default 2)")
     parser.add_argument("--contention-limit", type=float, default=CONTENTION_LIMIT, help="--contention: seconds "
                         f"a competitor runs at most (default {CONTENTION_LIMIT:g})")
-    parser.add_argument("--contention-worker", action="store_true", help=argparse.SUPPRESS)  # a --contention row's process
+    parser.add_argument("--allocator", action="store_true", help="time each method's privacy=none iteration on "
+                        "the CPU under glibc's malloc and under jemalloc")
+    parser.add_argument("--worker", metavar="METHOD:PRIVACY", help=argparse.SUPPRESS)  # a timed row's process
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for `dpsd run`")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.ensemble is not None and not 1 <= args.ensemble <= args.parts:
@@ -261,8 +312,8 @@ def main(argv: list[str] | None = None) -> None:
                      f"{args.competitor_threads}")
     set_threads()  # the CPUs this process was given (torch's own count with DPSD_THREAD_HYGIENE=0)
     overrides = [*args.overrides, "tracking=none"]
-    if args.contention_worker:
-        return contention_worker(overrides)
+    if args.worker:
+        return cell_worker(overrides, args.worker)
     repeats = args.repeats or REPEATS
     cfg = compose(overrides)
     validate(cfg)
@@ -270,6 +321,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.contention is not None:
         print_contention(cfg, [*overrides, "device=cpu"], args.contention, args.competitor_threads,
                          args.repeats or CONTENTION_ROUNDS, args.contention_limit)
+        return
+    if args.allocator:
+        names = (args.methods or ALLOCATOR_METHODS).split(",")
+        print_allocator(cfg, [*overrides, "device=cpu"], names, args.repeats or CONTENTION_ROUNDS)
         return
     data = load_data(cfg)
     if args.ensemble is not None:

@@ -147,3 +147,13 @@ def test_competitors_are_stopped_when_the_block_ends_by_an_exception():
 def test_contention_refuses_no_competitors():
     with pytest.raises(SystemExit):
         bench.main(["--contention", "0"])
+
+
+def test_allocator_times_each_method_under_malloc_and_jemalloc_in_a_process_each(tmp_path, capsys):
+    bench.main(["--allocator", "--methods", "dpsd,pate", "--repeats", "1", *TINY, f"results_dir={tmp_path}"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "under each allocator" in lines[0] and lines[1].split()[:4] == ["method", "batch", "malloc", "s/step"]
+    assert lines[2] == "skip pate: no make_trainer (not an iterative method)"
+    (method, batch, malloc, jemalloc, ratio), = (line.split() for line in lines[3:])
+    assert method == "dpsd" and batch == "8" and float(malloc) > 0 and float(jemalloc) > 0
+    assert float(ratio) == pytest.approx(float(malloc) / float(jemalloc), rel=0.01, abs=0.006)

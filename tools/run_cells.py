@@ -2,7 +2,8 @@
 Ray: the lent GPU, whose image carries none and whose 64 MiB transfer cannot carry it).
 
     python tools/run_cells.py SPEC[@N] [SPEC[@N] ...] [--processes P] [--threads T] [--stores DIR]
-        [--match RE] [--skip RE] [--deadline S] [--no-archive] [--rerun-stale] [--dry-run] [scale=S] [overrides]
+        [--match RE] [--skip RE] [--deadline S] [--no-archive] [--rerun-stale] [--jemalloc] [--dry-run] [scale=S]
+        [overrides]
 
 What ``dpsd sweep`` would plan (:func:`dpsd.sweep.runner._plan`: cells done in the store, in ``results/runs.csv``
 or in the ``--stores`` of an earlier call at their method's current code version are skipped, so a driver stopped
@@ -17,18 +18,22 @@ cell (:func:`dpsd.progress.name_cell`). No parent run is made and no claim is ta
 ``--stores DIR``: process ``k`` records in its own SQLite store ``DIR/w<k>/mlflow.db`` (many writers on one
 SQLite file lock each other); ``dpsd sync DIR/w<k> --to <store URI>`` copies each into the main store.
 ``--deadline S``: no cell starts after S seconds (a lease that ends); cells not started are listed.
+``--jemalloc``: the worker processes start under jemalloc (:mod:`dpsd.allocator`: on the CPU an iteration with large
+activations runs faster, with the same numbers); each worker says which allocator it runs under.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
+from dpsd.allocator import in_use, jemalloc_env
 from dpsd.progress import name_cell
 from dpsd.sweep.runner import _path_overrides, _plan, _teacher_group, cell_pattern, one_line, prepare_teacher
 from dpsd.sweep.spec import split_scale
@@ -38,6 +43,7 @@ _STORE: dict[str, str] = {}  # this worker's tracking overrides (set by _init_wo
 
 
 def _init_worker(stores: str | None, counter) -> None:
+    print(f"run_cells: a worker under {in_use()}", flush=True)
     if stores:
         with counter.get_lock():
             counter.value += 1
@@ -94,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-archive", action="store_true", help="count the store's runs only as done")
     parser.add_argument("--dry-run", action="store_true", help="list the cells in the order they would start, run none")
     parser.add_argument("--rerun-stale", action="store_true", help="re-run cells recorded by other code only")
+    parser.add_argument("--jemalloc", action="store_true", help="start the workers under jemalloc (dpsd.allocator)")
     args = parser.parse_intermixed_args(argv)
     specs = [s.partition("@") for s in args.specs if "=" not in s]
     scale, overrides = split_scale([s for s in args.specs if "=" in s])
@@ -117,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print("\n".join(f"  {tags['sweep']}: {tags['cell']}" for _, tags, _ in queue))
         return 0
+    if args.jemalloc:
+        os.environ.update(jemalloc_env())  # read by the workers' dynamic loader when the pool spawns them
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
     counter = context.Value("i", 0)
     failed = 0
