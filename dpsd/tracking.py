@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from torchvision.utils import save_image
 
 from dpsd import jsonio
+from dpsd.allocator import in_use
 from dpsd.errors import Fault
 from dpsd.version import METHOD_CODE_VERSION, method_code_version
 
@@ -229,7 +230,8 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) 
 
 def hardware_text() -> str:
     """The machine a run ran on, as its ``hardware`` tag: CPU model and logical cores, torch's intra-op threads,
-    and the GPU (``no GPU``), so a table's wall minutes say where they were measured."""
+    the GPU (``no GPU``) and, where the run had it, the jemalloc allocator (:mod:`dpsd.allocator`: faster on the
+    CPU, the same numbers), so a table's wall minutes say where and how they were measured."""
     cpu = platform.processor() or platform.machine()
     try:
         cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -237,7 +239,8 @@ def hardware_text() -> str:
     except (OSError, StopIteration):
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads, {gpu}"
+    allocator = ", jemalloc" if in_use() == "jemalloc" else ""
+    return f"{cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads, {gpu}{allocator}"
 
 
 def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:

@@ -68,3 +68,10 @@ def test_the_module_prints_the_variables_for_a_shell():
     preload, conf = out.split()
     assert preload.startswith("LD_PRELOAD=") and "jemalloc" in preload
     assert conf == f"MALLOC_CONF={allocator.JEMALLOC_CONF}"
+
+
+def test_a_runs_hardware_tag_names_jemalloc_where_it_ran_under_it():
+    tags = {name: subprocess.run([sys.executable, "-c", "from dpsd.tracking import hardware_text; print(hardware_text())"],
+                                 env=allocator.env_for(name), capture_output=True, text=True, check=True).stdout.strip()
+            for name in allocator.ALLOCATORS}
+    assert tags["jemalloc"] == tags["malloc"] + ", jemalloc"
