@@ -34,6 +34,8 @@ ALLOCATORS = ("malloc", "jemalloc")  # glibc's (what a process gets unless told)
 
 def find_jemalloc(environ: Mapping[str, str] = os.environ) -> str:
     """The jemalloc library to preload: ``DPSD_JEMALLOC``, Ray's copy or the system's, in that order."""
+    if not sys.platform.startswith("linux"):
+        raise ConfigError(f"jemalloc is preloaded with LD_PRELOAD, on Linux only (this is {sys.platform})")
     named = environ.get(LIBRARY_VARIABLE)
     if named:
         if not Path(named).is_file():
@@ -49,6 +51,15 @@ def find_jemalloc(environ: Mapping[str, str] = os.environ) -> str:
         raise ConfigError(f"no jemalloc found: install Ray (`pip install ray`, which ships one), the system's "
                           f"libjemalloc, or set {LIBRARY_VARIABLE} to a libjemalloc.so")
     return system
+
+
+def available(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether this machine can start a process under jemalloc (Linux, and a library found)."""
+    try:
+        find_jemalloc(environ)
+    except ConfigError:
+        return False
+    return True
 
 
 def jemalloc_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -32,6 +32,7 @@ print(allocator.in_use(), digest.hexdigest())
 """
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD: Linux only")
 def test_a_named_library_comes_first_and_a_missing_one_is_a_one_line_error(tmp_path):
     library = tmp_path / "libjemalloc.so"
     library.write_bytes(b"")
@@ -40,6 +41,7 @@ def test_a_named_library_comes_first_and_a_missing_one_is_a_one_line_error(tmp_p
         allocator.find_jemalloc({allocator.LIBRARY_VARIABLE: str(tmp_path / "absent.so")})
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="LD_PRELOAD: Linux only")
 def test_the_jemalloc_environment_preloads_it_before_the_users_preload_and_malloc_removes_only_it(tmp_path):
     library = tmp_path / "libjemalloc.so"
     library.write_bytes(b"")
@@ -53,6 +55,10 @@ def test_the_jemalloc_environment_preloads_it_before_the_users_preload_and_mallo
         allocator.env_for("tcmalloc", environ)
 
 
+NO_JEMALLOC = pytest.mark.skipif(not allocator.available(), reason="no jemalloc to preload (Linux with Ray or libjemalloc)")
+
+
+@NO_JEMALLOC
 def test_jemalloc_changes_no_weight_of_a_training_run(tmp_path):
     runs = {}
     for name in allocator.ALLOCATORS:
@@ -63,6 +69,7 @@ def test_jemalloc_changes_no_weight_of_a_training_run(tmp_path):
     assert runs["malloc"][1] == runs["jemalloc"][1]
 
 
+@NO_JEMALLOC
 def test_the_module_prints_the_variables_for_a_shell():
     out = subprocess.run([sys.executable, "-m", "dpsd.allocator"], capture_output=True, text=True, check=True).stdout
     preload, conf = out.split()
@@ -70,6 +77,7 @@ def test_the_module_prints_the_variables_for_a_shell():
     assert conf == f"MALLOC_CONF={allocator.JEMALLOC_CONF}"
 
 
+@NO_JEMALLOC
 def test_a_runs_hardware_tag_names_jemalloc_where_it_ran_under_it():
     tags = {name: subprocess.run([sys.executable, "-c", "from dpsd.tracking import hardware_text; print(hardware_text())"],
                                  env=allocator.env_for(name), capture_output=True, text=True, check=True).stdout.strip()

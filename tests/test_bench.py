@@ -6,6 +6,7 @@ import os
 import pytest
 
 from dpsd import bench
+from dpsd.allocator import available
 from dpsd.methods import METHODS
 
 TINY = ["method.batch_size=8", "model.teacher.recipe.steps=20", "device=cpu"]
@@ -149,6 +150,7 @@ def test_contention_refuses_no_competitors():
         bench.main(["--contention", "0"])
 
 
+@pytest.mark.skipif(not available(), reason="no jemalloc to preload (Linux with Ray or libjemalloc)")
 def test_allocator_times_each_method_under_malloc_and_jemalloc_in_a_process_each(tmp_path, capsys):
     bench.main(["--allocator", "--methods", "dpsd,pate", "--repeats", "1", *TINY, f"results_dir={tmp_path}"])
     lines = capsys.readouterr().out.splitlines()
