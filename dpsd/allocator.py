@@ -62,9 +62,15 @@ def available(environ: Mapping[str, str] = os.environ) -> bool:
     return True
 
 
+def _preloads_but_jemalloc(environ: Mapping[str, str]) -> list[str]:
+    """The libraries ``environ`` preloads (``LD_PRELOAD``, colon- or space-separated), any jemalloc left out."""
+    return [part for part in environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
+            if part and "jemalloc" not in part]
+
+
 def jemalloc_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """A copy of ``environ`` in which a process starts with jemalloc (:data:`JEMALLOC_CONF`) preloaded."""
-    preload = ":".join(part for part in (find_jemalloc(environ), environ.get("LD_PRELOAD", "")) if part)
+    """A copy of ``environ`` in which a process starts with jemalloc (:data:`JEMALLOC_CONF`) preloaded, once."""
+    preload = ":".join([find_jemalloc(environ), *_preloads_but_jemalloc(environ)])
     return {**environ, "LD_PRELOAD": preload, "MALLOC_CONF": JEMALLOC_CONF}
 
 
@@ -74,8 +80,7 @@ def env_for(allocator: str, environ: Mapping[str, str] = os.environ) -> dict[str
         raise ConfigError(f"allocator {allocator!r}: expected one of {', '.join(ALLOCATORS)}")
     if allocator == "jemalloc":
         return jemalloc_env(environ)
-    kept = ":".join(part for part in environ.get("LD_PRELOAD", "").replace(" ", ":").split(":")
-                    if part and "jemalloc" not in part)
+    kept = ":".join(_preloads_but_jemalloc(environ))
     env = {key: value for key, value in environ.items() if key not in ("LD_PRELOAD", "MALLOC_CONF")}
     return {**env, "LD_PRELOAD": kept} if kept else env
 

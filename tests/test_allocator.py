@@ -49,6 +49,7 @@ def test_the_jemalloc_environment_preloads_it_before_the_users_preload_and_mallo
     env = allocator.env_for("jemalloc", environ)
     assert env["LD_PRELOAD"] == f"{library}:/opt/libother.so" and env["MALLOC_CONF"] == allocator.JEMALLOC_CONF
     assert env["HOME"] == "/root"
+    assert allocator.env_for("jemalloc", env) == env  # started again from within it: jemalloc is listed once
     assert allocator.env_for("malloc", env) == {**environ}
     assert "LD_PRELOAD" not in allocator.env_for("malloc", {"LD_PRELOAD": str(library), "MALLOC_CONF": "x"})
     with pytest.raises(ConfigError, match="expected one of malloc, jemalloc"):
