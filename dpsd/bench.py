@@ -50,7 +50,7 @@ import torch
 from torch import nn
 
 from dpsd.allocator import ALLOCATORS, env_for, in_use
-from dpsd.contention import Competitors, Worker, serve
+from dpsd.contention import Competitors, Worker, serve, workers
 from dpsd.config import available_devices, compose, resolve_device, resolve_paths, validate
 from dpsd.data import load_data
 from dpsd.ensembles import load_or_train_members, with_member_steps
@@ -203,11 +203,11 @@ def worker_argv(overrides: list[str], method: str, mode: str) -> list[str]:
     return [sys.executable, "-m", "dpsd.bench", "--worker", f"{method}:{mode}", *overrides]
 
 
-def _rounds(workers: dict[str, Worker], rounds: int, steps: int) -> dict[str, float]:
+def _rounds(started: dict[str, Worker], rounds: int, steps: int) -> dict[str, float]:
     """Median seconds per step of each worker over ``rounds`` rounds of ``steps``, workers interleaved."""
-    seconds: dict[str, list[float]] = {name: [] for name in workers}
+    seconds: dict[str, list[float]] = {name: [] for name in started}
     for _ in range(rounds):
-        for name, worker in workers.items():
+        for name, worker in started.items():
             seconds[name].append(worker.seconds_per_step(steps))
     return {name: statistics.median(values) for name, values in seconds.items()}
 
@@ -218,20 +218,14 @@ def bench_contention(overrides: list[str], competitors: int, threads: int, round
     the worker's threads and waiting policy and its median seconds per step quiet and beside
     ``competitors`` competitors of ``threads`` threads, rounds interleaved across the two workers."""
     argv = worker_argv(overrides, *CONTENTION_CELL)
-    workers: dict[str, Worker] = {}
-    try:
-        for name, env in (("before", without_hygiene()), ("after", os.environ)):
-            workers[name] = Worker(argv, env)
-        quiet = _rounds(workers, rounds, steps)
+    with workers({"before": (argv, without_hygiene()), "after": (argv, os.environ)}) as started:
+        quiet = _rounds(started, rounds, steps)
         with Competitors(competitors, threads, limit) as running:
-            contended = _rounds(workers, rounds, steps)
+            contended = _rounds(started, rounds, steps)
             if running.running() < competitors:
                 raise Fault(f"a competitor ended before the contended rounds did (--contention-limit {limit:g} s)")
-    finally:
-        for worker in workers.values():
-            worker.close()
     return {name: {"threads": worker.ready.split()[0], "wait": worker.ready.split()[1], "quiet": quiet[name],
-                   "contended": contended[name]} for name, worker in workers.items()}
+                   "contended": contended[name]} for name, worker in started.items()}
 
 
 def print_contention(cfg, overrides: list[str], competitors: int, threads: int, rounds: int, limit: float) -> None:
@@ -257,17 +251,13 @@ def bench_allocator(overrides: list[str], names: list[str], rounds: int, steps: 
         if not has_trainer(name):
             print(f"skip {name}: no make_trainer (not an iterative method)")
             continue
-        workers: dict[str, Worker] = {}
-        try:
-            for allocator in ALLOCATORS:
-                workers[allocator] = Worker(worker_argv(overrides, name, REFERENCE), env_for(allocator))
-                running = workers[allocator].ready.split()[2]
+        argv = worker_argv(overrides, name, REFERENCE)
+        with workers({allocator: (argv, env_for(allocator)) for allocator in ALLOCATORS}) as started:
+            for allocator, worker in started.items():
+                running = worker.ready.split()[2]
                 if running != allocator:
                     raise Fault(f"the {allocator} worker runs under {running} (LD_PRELOAD={os.environ.get('LD_PRELOAD', '')})")
-            rows[name] = _rounds(workers, rounds, steps)
-        finally:
-            for worker in workers.values():
-                worker.close()
+            rows[name] = _rounds(started, rounds, steps)
     return rows
 
 

@@ -19,7 +19,8 @@ import os
 import subprocess
 import sys
 import time
-from typing import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Mapping, Sequence
 
 from dpsd.threads import without_hygiene
 
@@ -117,6 +118,20 @@ class Worker:
 
     def close(self) -> None:
         _stop(self.process)
+
+
+@contextmanager
+def workers(specs: Mapping[str, tuple[Sequence[str], Mapping[str, str]]]) -> Iterator[dict[str, Worker]]:
+    """A :class:`Worker` per name (its ``argv`` and ``env``), started in order; every one started is
+    closed when the block ends, by an exception (a later worker failing to start included) or not."""
+    started: dict[str, Worker] = {}
+    try:
+        for name, (argv, env) in specs.items():
+            started[name] = Worker(argv, env)
+        yield started
+    finally:
+        for worker in started.values():
+            worker.close()
 
 
 def serve(step: Callable[[], None], warmup: int, about: str) -> None:

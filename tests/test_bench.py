@@ -2,6 +2,7 @@
 the others skipped with a printed line (it asserts no timings)."""
 
 import os
+import sys
 
 import pytest
 
@@ -143,6 +144,29 @@ def test_competitors_are_stopped_when_the_block_ends_by_an_exception():
             assert competitors.running() == 1
             raise KeyboardInterrupt  # Ctrl-C during the timed rounds
     assert all(process.poll() is not None for process in processes)
+
+
+def test_workers_started_before_one_that_fails_to_start_are_closed(monkeypatch):
+    from dpsd import contention
+
+    created = []
+
+    class Recorded(contention.Worker):
+        def __init__(self, argv, env):
+            created.append(self)
+            super().__init__(argv, env)
+
+    monkeypatch.setattr(contention, "Worker", Recorded)
+    waits = [sys.executable, "-c", "import sys; print('ready waiting', flush=True); sys.stdin.read()"]
+    dies = [sys.executable, "-c", "raise SystemExit(3)"]
+    with pytest.raises(RuntimeError, match=r"ended \(status 3\) before saying 'ready'"):
+        with contention.workers({"first": (waits, os.environ), "second": (dies, os.environ)}):
+            pass  # not reached: the second worker never says ready
+    assert created[0].ready == "waiting" and created[0].process.poll() is not None  # the first was closed
+    with contention.workers({"first": (waits, os.environ)}) as started:
+        first = started["first"].process
+        assert first.poll() is None
+    assert first.poll() is not None  # closed when the block ends
 
 
 def test_contention_refuses_no_competitors():
