@@ -13,7 +13,7 @@ from conftest import load_tool
 from dpsd.checkpoint import Checkpointer
 from dpsd.config import compose
 from dpsd.data import data_info, load_data
-from dpsd.models import build_classifier
+from dpsd.models import build_classifier, generator_from_config
 from dpsd.teachers import evaluate_accuracy
 
 carry_run = load_tool("carry_run")
@@ -21,11 +21,12 @@ carry_run = load_tool("carry_run")
 
 @dataclass
 class Trainer:
-    """A stand-in trainer: one module and its query count, all a checkpoint holds of it."""
+    """A stand-in trainer: its modules and query count, all a checkpoint holds of it."""
 
     student: torch.nn.Module = field(default_factory=lambda: torch.nn.Linear(3, 2))
     queries: int = 0
     checkpointed: tuple[str, ...] = ("student",)
+    generator: torch.nn.Module | None = None
 
 
 def checkpoint(results: Path, steps: int, trainer: Trainer) -> Checkpointer:
@@ -82,3 +83,21 @@ def test_a_peek_reads_the_checkpoints_student_on_the_runs_test_split(tmp_path, c
     assert carry_run.main(["peek", str(saver.path), *overrides]) == 0
     expected = 100 * evaluate_accuracy(trainer.student, load_data(cfg).test, torch.device("cpu"))
     assert f"after step 7: student test accuracy {expected:.2f}%" in capsys.readouterr().out
+
+
+def test_a_peek_tells_a_generator_whose_latents_all_give_one_image_the_freeze(tmp_path, capsys):
+    overrides = ["dataset=digits", "method=dafl", "model/generator=dafl", "privacy=none", f"results_dir={tmp_path}"]
+    cfg = compose(overrides)
+    info = data_info(cfg)
+    generator = generator_from_config(cfg.model.generator, info.channels, info.image_size, 0, info.space)
+    trainer = Trainer(build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes),
+                      checkpointed=("student", "generator"), generator=generator)
+    saver = checkpoint(tmp_path, 3, trainer)
+    carry_run.main(["peek", str(saver.path), *overrides])
+    learning = capsys.readouterr().out
+    assert "spread across 64 latents" in learning and "frozen" not in learning
+    last_conv = [module for module in generator.blocks if isinstance(module, torch.nn.Conv2d)][-1]
+    torch.nn.init.zeros_(last_conv.weight)  # the images no longer depend on the latent: the absorbing state
+    saver = checkpoint(tmp_path, 4, trainer)
+    carry_run.main(["peek", str(saver.path), *overrides])
+    assert "spread across 64 latents 0.000 (every latent gives the same image: frozen)" in capsys.readouterr().out

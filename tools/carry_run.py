@@ -14,7 +14,9 @@ checkpoint only where ``RESULTS_DIR`` holds none for that run or one with fewer 
 keeps its newer file), and a teacher only where the cache lacks it. Each prints one line a file, with the steps a
 checkpoint had done. ``peek`` reads a checkpoint's student on the test split of the run the overrides describe (the
 cell's own): a look at a run in progress, to see it learn or freeze, not a result (a run's number is its last step's,
-recorded when it ends).
+recorded when it ends), and, where the checkpoint holds a generator, how much its images differ across a batch of
+latents: 0 where every latent gives the same image, the absorbing state in which DAFL's recipe freezes (its last,
+affine-free BatchNorm then turns the batch into zeros and passes no gradient back; docs/anchors.md).
 """
 
 from __future__ import annotations
@@ -76,11 +78,24 @@ def restore(results_dir: Path, carry: Path) -> list[str]:
     return lines
 
 
+PEEK_LATENTS = 64  # the batch of latents a peek draws (a fixed seed) to see whether the generator's images differ
+
+
+def image_spread(generator: torch.nn.Module, latent_dim: int) -> float:
+    """The generator's images' standard deviation across a batch of :data:`PEEK_LATENTS` latents, averaged over
+    pixels, the generator in training mode as DAFL runs it (batch statistics): 0 where every latent gives one image."""
+    latents = torch.randn(PEEK_LATENTS, latent_dim, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        images = generator.train()(latents)
+    return float(images.std(dim=0).mean())
+
+
 def peek(checkpoint: Path, overrides: list[str]) -> str:
-    """The student a checkpoint holds, on the test split of the run ``overrides`` describe, as one line."""
+    """The student a checkpoint holds, on the test split of the run ``overrides`` describe, and where it holds a
+    generator, its images' spread across latents (:func:`image_spread`), as one line."""
     from dpsd.config import compose
     from dpsd.data import data_info, load_data
-    from dpsd.models import build_classifier
+    from dpsd.models import build_classifier, generator_from_config
     from dpsd.teachers import evaluate_accuracy
 
     cfg = compose(overrides)
@@ -89,7 +104,14 @@ def peek(checkpoint: Path, overrides: list[str]) -> str:
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
     student.load_state_dict(state["trainer"]["student"])
     accuracy = evaluate_accuracy(student, load_data(cfg).test, torch.device("cpu"))
-    return f"{checkpoint.name} after step {state['steps_done']}: student test accuracy {100 * accuracy:.2f}% (a look, not a result)"
+    line = f"{checkpoint.name} after step {state['steps_done']}: student test accuracy {100 * accuracy:.2f}%"
+    if "generator" in state["trainer"]:
+        generator = generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed), info.space)
+        generator.load_state_dict(state["trainer"]["generator"])
+        spread = image_spread(generator, int(cfg.model.generator.latent_dim))
+        line += f"; generator images' spread across {PEEK_LATENTS} latents {spread:.3f}" + (
+            " (every latent gives the same image: frozen)" if spread < 1e-6 else "")
+    return line + " (a look, not a result)"
 
 
 def main(argv: list[str] | None = None) -> int:
