@@ -101,3 +101,16 @@ def test_a_peek_tells_a_generator_whose_latents_all_give_one_image_the_freeze(tm
     saver = checkpoint(tmp_path, 4, trainer)
     carry_run.main(["peek", str(saver.path), *overrides])
     assert "spread across 64 latents 0.000 (every latent gives the same image: frozen)" in capsys.readouterr().out
+
+
+def test_compare_says_how_far_each_networks_weights_moved_leaving_out_batchnorm_statistics(tmp_path):
+    trainer = Trainer(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)))
+    older = checkpoint(tmp_path / "a", 400, trainer).path
+    trainer.student[1].running_mean += 5.0  # a batch went through: statistics move, weights do not
+    unchanged = checkpoint(tmp_path / "b", 600, trainer).path
+    with torch.no_grad():
+        trainer.student[0].bias[1] += 0.25
+    moved = checkpoint(tmp_path / "c", 800, trainer).path
+    assert carry_run.compare(older, unchanged) == ["steps 400 -> 600",
+                                                   "student: 4 of 4 weight tensors unchanged, largest change 0.000e+00"]
+    assert carry_run.compare(older, moved)[1] == "student: 3 of 4 weight tensors unchanged, largest change 2.500e-01"

@@ -8,6 +8,7 @@ committed); the next session's ``restore`` puts them back, then starts the same 
     python tools/carry_run.py save RESULTS_DIR TEACHER_GLOB [--carry carry]
     python tools/carry_run.py restore RESULTS_DIR [--carry carry]
     python tools/carry_run.py peek CHECKPOINT [overrides]
+    python tools/carry_run.py compare OLDER_CHECKPOINT NEWER_CHECKPOINT
 
 ``save`` copies ``RESULTS_DIR/checkpoints/*.pt`` and ``RESULTS_DIR/teachers/TEACHER_GLOB``. ``restore`` copies a
 checkpoint only where ``RESULTS_DIR`` holds none for that run or one with fewer steps (a machine that kept its disk
@@ -16,7 +17,8 @@ checkpoint had done. ``peek`` reads a checkpoint's student on the test split of 
 cell's own): a look at a run in progress, to see it learn or freeze, not a result (a run's number is its last step's,
 recorded when it ends), and, where the checkpoint holds a generator, how much its images differ across a batch of
 latents: 0 where every latent gives the same image, the absorbing state in which DAFL's recipe freezes (its last,
-affine-free BatchNorm then turns the batch into zeros and passes no gradient back; docs/anchors.md).
+affine-free BatchNorm then turns the batch into zeros and passes no gradient back; docs/anchors.md). ``compare``
+says how far each network's weights moved between two checkpoints of one run (none: a run that no longer learns).
 """
 
 from __future__ import annotations
@@ -114,20 +116,42 @@ def peek(checkpoint: Path, overrides: list[str]) -> str:
     return line + " (a look, not a result)"
 
 
+RUNNING_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")  # BatchNorm buffers, not weights
+
+
+def compare(older: Path, newer: Path) -> list[str]:
+    """Per network two checkpoints of one run hold, the largest change of a weight between them, one line each
+    (BatchNorm's running statistics are left out: they follow every batch even where no weight moves)."""
+    states = [torch.load(path, map_location="cpu", weights_only=False) for path in (older, newer)]  # our own files
+    lines = [f"steps {states[0]['steps_done']} -> {states[1]['steps_done']}"]
+    for network, before in states[0]["trainer"].items():
+        if not network.endswith("_opt"):
+            after = states[1]["trainer"][network]
+            weights = [key for key in before if not key.endswith(RUNNING_STATISTICS)]
+            moved = max((after[key].double() - before[key].double()).abs().max().item() for key in weights)
+            same = sum(torch.equal(before[key], after[key]) for key in weights)
+            lines.append(f"{network}: {same} of {len(weights)} weight tensors unchanged, largest change {moved:.3e}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["save", "restore", "peek"])
-    parser.add_argument("path", type=Path, help="save, restore: the runs' results_dir; peek: a checkpoint file")
+    parser.add_argument("action", choices=["save", "restore", "peek", "compare"])
+    parser.add_argument("path", type=Path, help="save, restore: the runs' results_dir; peek, compare: a checkpoint file")
     parser.add_argument("rest", nargs="*", help="save: the teachers to carry, a glob under RESULTS_DIR/teachers; "
-                                                "peek: the run's overrides")
+                                                "peek: the run's overrides; compare: the newer checkpoint file")
     parser.add_argument("--carry", type=Path, default=Path("carry"), help="the committed folder (default carry/)")
     args = parser.parse_args(argv)
     if args.action == "save" and len(args.rest) != 1:
         parser.error("save needs one TEACHER_GLOB (e.g. 'mnist-lenet5-seed0-*.pt')")
+    if args.action == "compare" and len(args.rest) != 1:
+        parser.error("compare needs the newer checkpoint after the older one")
     if args.action == "save":
         lines = save(args.path, args.rest[0], args.carry)
     elif args.action == "restore":
         lines = restore(args.path, args.carry)
+    elif args.action == "compare":
+        lines = compare(args.path, Path(args.rest[0]))
     else:
         lines = [peek(args.path, args.rest)]
     print("\n".join(lines))
