@@ -81,6 +81,7 @@ def restore(results_dir: Path, carry: Path) -> list[str]:
 
 
 PEEK_LATENTS = 64  # the batch of latents a peek draws (a fixed seed) to see whether the generator's images differ
+FROZEN_SPREAD = 1e-6  # a spread below it: every latent gives the same image (float32 rounding aside)
 
 
 def image_spread(generator: torch.nn.Module, latent_dim: int) -> float:
@@ -112,7 +113,7 @@ def peek(checkpoint: Path, overrides: list[str]) -> str:
         generator.load_state_dict(state["trainer"]["generator"])
         spread = image_spread(generator, int(cfg.model.generator.latent_dim))
         line += f"; generator images' spread across {PEEK_LATENTS} latents {spread:.3f}" + (
-            " (every latent gives the same image: frozen)" if spread < 1e-6 else "")
+            " (every latent gives the same image: frozen)" if spread < FROZEN_SPREAD else "")
     return line + " (a look, not a result)"
 
 
