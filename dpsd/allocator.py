@@ -10,7 +10,7 @@ TCMalloc for the same reason. The allocator changes no arithmetic: the same kern
 
 The allocator is chosen when a process starts (``LD_PRELOAD``), so it is set in the environment of a process yet to
 be started: :func:`jemalloc_env` gives that environment, ``python -m dpsd.allocator`` prints it for a shell
-(``env $(python -m dpsd.allocator) dpsd run ...``), ``tools/run_cells.py --allocator jemalloc`` starts its workers in
+(``env $(python -m dpsd.allocator) dpsd run ...``), ``tools/run_cells.py --jemalloc`` starts its workers in
 it and ``python -m dpsd.bench --allocator`` times an iteration under each. The library is the one ``DPSD_JEMALLOC``
 names, else the copy Ray ships (``ray/core/libjemalloc.so``, installed with this project), else the system's
 (``libjemalloc``, found by the dynamic loader's search).

@@ -1,7 +1,9 @@
 """Progress for logs: when stdout is not a terminal (a sweep's trial, CI), tqdm's bar is off, so a
 long run prints a plain line every few percent of its steps or every 30 seconds instead. A driver that
 runs several cells side by side names the cell on each line (:func:`name_cell`), so an interleaved log
-says which seed a line is from."""
+says which seed a line is from. A line whose values have not changed over :data:`UNCHANGED_LINES` lines says
+since which step: a run whose losses stop moving may have frozen (DAFL's recipe does, docs/anchors.md), and
+hours of its log should not have to be read to see it."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import TextIO
 
 
 _CELL = {"label": ""}
+UNCHANGED_LINES = 10
+"""After this many lines with the same printed values, each further one says since which step they have not changed."""
 
 
 def name_cell(label: str) -> None:
@@ -29,6 +33,7 @@ class ProgressLog:
         self.stream = stream or sys.stdout
         self.start = self.last_time = clock()
         self.last_step = 0
+        self.last_values, self.same_lines, self.same_since = "", 0, 0
 
     def update(self, step: int, metrics: dict) -> None:
         done, now = step + 1, self.clock()
@@ -39,7 +44,16 @@ class ProgressLog:
         where = f"{done}/{self.total} ({100 * done / self.total:.0f}%)" if self.total else f"{done}"
         values = " ".join(f"{k}={float(v):.3f}" for k, v in metrics.items())  # float(): a device tensor's one sync
         desc = f"{self.desc} [{_CELL['label']}]" if _CELL["label"] else self.desc
-        print(f"{desc}: step {where}, {now - self.start:.0f} s {values}".rstrip(), file=self.stream, flush=True)
+        print(f"{desc}: step {where}, {now - self.start:.0f} s {values}{self._unchanged(values, done)}".rstrip(),
+              file=self.stream, flush=True)
+
+    def _unchanged(self, values: str, done: int) -> str:
+        """`` (unchanged since step N)`` once ``values`` is the same on :data:`UNCHANGED_LINES` lines in a row."""
+        if values and values == self.last_values:
+            self.same_lines += 1
+        else:
+            self.last_values, self.same_lines, self.same_since = values, 1, done
+        return f" (unchanged since step {self.same_since})" if self.same_lines >= UNCHANGED_LINES else ""
 
 
 def is_terminal(stream: TextIO | None = None) -> bool:

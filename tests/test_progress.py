@@ -2,7 +2,7 @@
 
 import io
 
-from dpsd.progress import ProgressLog, name_cell
+from dpsd.progress import UNCHANGED_LINES, ProgressLog, name_cell
 
 
 def test_a_line_every_five_percent_and_at_the_end():
@@ -13,6 +13,25 @@ def test_a_line_every_five_percent_and_at_the_end():
     lines = out.getvalue().splitlines()
     assert len(lines) == 20  # every 10 of 200 steps
     assert lines[0] == "dpsd: step 10/200 (5%), 0 s loss=0.500" and lines[-1].startswith("dpsd: step 200/200 (100%)")
+
+
+def test_values_unchanged_over_ten_lines_say_since_which_step_until_they_move():
+    out = io.StringIO()
+    log = ProgressLog("dafl", 100, every=0.01, stream=out, clock=lambda: 0.0)
+    losses = [0.5 - 0.01 * step for step in range(20)] + [0.0] * 30 + [0.1] * 5 + [0.2] * 45
+    for step, loss in enumerate(losses):
+        log.update(step, {"student_loss": loss, "generator_loss": -2.936})
+    flagged = [n for n, line in enumerate(out.getvalue().splitlines(), 1) if "unchanged" in line]
+    assert UNCHANGED_LINES == 10 and flagged == list(range(30, 51)) + list(range(65, 101))
+    assert out.getvalue().splitlines()[29].endswith("generator_loss=-2.936 (unchanged since step 21)")
+
+
+def test_a_run_without_values_is_never_called_unchanged():
+    out = io.StringIO()
+    log = ProgressLog("pate", 50, every=0.02, stream=out, clock=lambda: 0.0)
+    for step in range(50):
+        log.update(step, {})
+    assert "unchanged" not in out.getvalue()
 
 
 def test_a_named_cell_is_on_every_line_until_unnamed():
