@@ -114,3 +114,19 @@ def test_compare_says_how_far_each_networks_weights_moved_leaving_out_batchnorm_
     assert carry_run.compare(older, unchanged) == ["steps 400 -> 600",
                                                    "student: 4 of 4 weight tensors unchanged, largest change 0.000e+00"]
     assert carry_run.compare(older, moved)[1] == "student: 3 of 4 weight tensors unchanged, largest change 2.500e-01"
+
+
+def test_pace_is_the_median_over_consecutive_lines_leaving_out_a_resume(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("dpsd: resumed from x.pt after step 100\n"
+                   "dafl [seed=0]: step 101/400 (25%), 2 s student_loss=0.1\n"
+                   "dafl [seed=0]: step 117/400 (29%), 34 s student_loss=0.1\n"   # 2.0 s an iteration
+                   "dafl [seed=0]: step 133/400 (33%), 66 s student_loss=0.1\n"   # 2.0
+                   "dafl [seed=0]: step 143/400 (36%), 96 s student_loss=0.1\n"   # 3.0
+                   "dpsd: resumed from x.pt after step 140\n"
+                   "dafl [seed=0]: step 141/400 (35%), 1 s student_loss=0.1\n"    # a resume: left out
+                   "dafl [seed=0]: step 161/400 (40%), 21 s student_loss=0.1\n")  # 1.0
+    assert carry_run.pace(log) == "steps 101 -> 161: median 2.000 s an iteration over 4 intervals"
+    log.write_text("dafl: step 1/400 (0%), 2 s\n")
+    with pytest.raises(SystemExit, match="fewer than two consecutive progress lines"):
+        carry_run.pace(log)

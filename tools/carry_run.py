@@ -9,6 +9,7 @@ committed); the next session's ``restore`` puts them back, then starts the same 
     python tools/carry_run.py restore RESULTS_DIR [--carry carry]
     python tools/carry_run.py peek CHECKPOINT [overrides]
     python tools/carry_run.py compare OLDER_CHECKPOINT NEWER_CHECKPOINT
+    python tools/carry_run.py pace LOG
 
 ``save`` copies ``RESULTS_DIR/checkpoints/*.pt`` and ``RESULTS_DIR/teachers/TEACHER_GLOB``. ``restore`` copies a
 checkpoint only where ``RESULTS_DIR`` holds none for that run or one with fewer steps (a machine that kept its disk
@@ -19,12 +20,17 @@ recorded when it ends), and, where the checkpoint holds a generator, how much it
 latents: 0 where every latent gives the same image, the absorbing state in which DAFL's recipe freezes (its last,
 affine-free BatchNorm then turns the batch into zeros and passes no gradient back; docs/anchors.md). ``compare``
 says how far each network's weights moved between two checkpoints of one run (none: a run that no longer learns).
+``pace`` reads a run's log (its ``step N/T (..), S s`` progress lines, :mod:`dpsd.progress`) and gives the median
+seconds an iteration over consecutive lines, the pace carry/README.md's table records (a resume restarts the
+seconds, so the interval across it is left out).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
+import statistics
 import sys
 from pathlib import Path
 
@@ -135,10 +141,26 @@ def compare(older: Path, newer: Path) -> list[str]:
     return lines
 
 
+PROGRESS_LINE = re.compile(r": step (\d+)/\d+ \(\d+%\), (\d+) s")
+
+
+def pace(log: Path) -> str:
+    """The median seconds an iteration between consecutive progress lines of ``log``, and the steps they span."""
+    points = [(int(m[1]), int(m[2])) for m in map(PROGRESS_LINE.search, log.read_text().splitlines()) if m]
+    rates = [(seconds - last_seconds) / (step - last_step)
+             for (last_step, last_seconds), (step, seconds) in zip(points, points[1:])
+             if step > last_step and seconds >= last_seconds]  # a resume starts its seconds again
+    if not rates:
+        raise SystemExit(f"carry_run: {log} has fewer than two consecutive progress lines (`step N/T (..), S s`)")
+    return (f"steps {points[0][0]} -> {points[-1][0]}: median {statistics.median(rates):.3f} s an iteration "
+            f"over {len(rates)} intervals")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["save", "restore", "peek", "compare"])
-    parser.add_argument("path", type=Path, help="save, restore: the runs' results_dir; peek, compare: a checkpoint file")
+    parser.add_argument("action", choices=["save", "restore", "peek", "compare", "pace"])
+    parser.add_argument("path", type=Path, help="save, restore: the runs' results_dir; peek, compare: a checkpoint file; "
+                                                     "pace: a run's log")
     parser.add_argument("rest", nargs="*", help="save: the teachers to carry, a glob under RESULTS_DIR/teachers; "
                                                 "peek: the run's overrides; compare: the newer checkpoint file")
     parser.add_argument("--carry", type=Path, default=Path("carry"), help="the committed folder (default carry/)")
@@ -153,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         lines = restore(args.path, args.carry)
     elif args.action == "compare":
         lines = compare(args.path, Path(args.rest[0]))
+    elif args.action == "pace":
+        lines = [pace(args.path)]
     else:
         lines = [peek(args.path, args.rest)]
     print("\n".join(lines))
