@@ -5,6 +5,7 @@ from dpsd.threads import set_threads, wait_passively
 wait_passively()  # before torch is imported: its OpenMP runtime reads it when loaded
 
 import importlib.util
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +21,7 @@ def load_tool(name: str):
     """The module ``tools/<name>.py`` (tools/ is not a package: loaded from its file)."""
     spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as importlib's recipe does: a dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
