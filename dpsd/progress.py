@@ -7,8 +7,10 @@ hours of its log should not have to be read to see it."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
+from dataclasses import dataclass
 from typing import TextIO
 
 
@@ -54,6 +56,34 @@ class ProgressLog:
         else:
             self.last_values, self.same_lines, self.same_since = values, 1, done
         return f" (unchanged since step {self.same_since})" if self.same_lines >= UNCHANGED_LINES else ""
+
+
+LINE = re.compile(r"^(?P<desc>[^\[:]+?)(?: \[(?P<cell>[^\]]*)\])?: step (?P<step>\d+)(?:/(?P<total>\d+) \(\d+%\))?, "
+                  r"(?P<seconds>\d+) s(?P<values>(?: [\w.]+=-?[\d.]+)*)")
+"""A line :class:`ProgressLog` prints (what follows its values, such as the unchanged note, is not read)."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """A progress line read back (:func:`read_line`): its cell's name ("" where none), step, total (0: unknown),
+    seconds and values."""
+
+    desc: str
+    cell: str
+    step: int
+    total: int
+    seconds: int
+    values: dict[str, float]
+
+
+def read_line(text: str) -> Line | None:
+    """The progress line ``text`` is, read back, or None where it is not one (for tools that read a run's log)."""
+    match = LINE.match(text)
+    if match is None:
+        return None
+    values = dict(pair.split("=") for pair in match["values"].split())
+    return Line(match["desc"], match["cell"] or "", int(match["step"]), int(match["total"] or 0), int(match["seconds"]),
+                {key: float(value) for key, value in values.items()})
 
 
 def is_terminal(stream: TextIO | None = None) -> bool:

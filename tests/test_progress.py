@@ -2,7 +2,7 @@
 
 import io
 
-from dpsd.progress import UNCHANGED_LINES, ProgressLog, name_cell
+from dpsd.progress import UNCHANGED_LINES, Line, ProgressLog, name_cell, read_line
 
 
 def test_a_line_every_five_percent_and_at_the_end():
@@ -72,3 +72,19 @@ def test_a_dgd_run_logs_its_members_generator_and_vae_before_the_student(tmp_pat
     assert out.index("dgd vae:") < out.index("dgd: step 8/8 (100%)")
     run_experiment(cfg)
     assert "members" not in capsys.readouterr().out  # cached members train nothing and print nothing
+
+
+def test_a_printed_line_reads_back_with_its_cell_step_seconds_and_values():
+    out, now = io.StringIO(), [0.0]
+    log = ProgressLog("dafl", 4, every=0.25, stream=out, clock=lambda: now[0])
+    name_cell("method=dafl seed=0")
+    try:
+        for step in range(4):
+            now[0] = 31.0 * step
+            log.update(step, {"student_loss": -0.0001, "generator_loss": -2.936})
+    finally:
+        name_cell("")
+    lines = [read_line(text) for text in out.getvalue().splitlines()]
+    assert lines[-1] == Line("dafl", "method=dafl seed=0", 4, 4, 93, {"student_loss": -0.0, "generator_loss": -2.936})
+    assert read_line("dafl members: step 12, 30 s") == Line("dafl members", "", 12, 0, 30, {})
+    assert read_line("dpsd: resumed from x.pt after step 100") is None

@@ -28,7 +28,6 @@ seconds, so the interval across it is left out).
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import statistics
 import sys
@@ -141,12 +140,11 @@ def compare(older: Path, newer: Path) -> list[str]:
     return lines
 
 
-PROGRESS_LINE = re.compile(r": step (\d+)/\d+ \(\d+%\), (\d+) s")
-
-
 def pace(log: Path) -> str:
     """The median seconds an iteration between consecutive progress lines of ``log``, and the steps they span."""
-    points = [(int(m[1]), int(m[2])) for m in map(PROGRESS_LINE.search, log.read_text().splitlines()) if m]
+    from dpsd.progress import read_line
+
+    points = [(line.step, line.seconds) for line in map(read_line, log.read_text().splitlines()) if line]
     rates = [(seconds - last_seconds) / (step - last_step)
              for (last_step, last_seconds), (step, seconds) in zip(points, points[1:])
              if step > last_step and seconds >= last_seconds]  # a resume starts its seconds again

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from dpsd.config import compose
+from dpsd.progress import Line, read_line
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURACY_FILES = ("results/summaries/dafl_side_by_side_*.json", "results/summaries/dafl_ours_diag_*.json")
@@ -40,8 +40,6 @@ FROZEN_EPOCHS = 5
 """Accuracies equal over this many last epochs: a frozen run."""
 FROZEN_LINES = 3
 """Progress lines with student loss 0.000 and one generator loss: a frozen cell."""
-LINE = re.compile(r"^dafl(?: \[(?P<cell>[^\]]*)\])?: step (?P<step>\d+)/\d+ \((?P<pct>\d+)%\), \d+ s "
-                  r"student_loss=(?P<student>-?[\d.]+) generator_loss=(?P<generator>-?[\d.]+)")
 
 
 @dataclass(frozen=True)
@@ -76,49 +74,51 @@ def accuracy_runs(path: Path) -> list[Run]:
             for side, name, accuracies in found]
 
 
-def frozen_cells(lines: list[re.Match]) -> dict[str, int]:
+def frozen_cells(lines: list[Line]) -> dict[float, int]:
     """Per frozen cell among ``lines``, its generator loss and the step of its first frozen line: a generator loss on
     :data:`FROZEN_LINES` or more lines whose student loss reads 0.000."""
     first, count = {}, defaultdict(int)
     for line in lines:
         if is_frozen_line(line):
-            count[line["generator"]] += 1
-            first.setdefault(line["generator"], int(line["step"]))
+            count[line.values["generator_loss"]] += 1
+            first.setdefault(line.values["generator_loss"], line.step)
     return {loss: first[loss] for loss, n in count.items() if n >= FROZEN_LINES}
 
 
-def is_frozen_line(line: re.Match) -> bool:
+def is_frozen_line(line: Line) -> bool:
     """A progress line whose student loss reads 0.000 (-0.000 too)."""
-    return abs(float(line["student"])) < 5e-4
+    return abs(line.values["student_loss"]) < 5e-4
+
+
+def dafl_lines(path: Path) -> list[Line]:
+    """The progress lines of ``method=dafl``'s training loop in ``path`` (:func:`dpsd.progress.read_line`)."""
+    lines = [line for line in map(read_line, path.read_text().splitlines()) if line and line.desc == "dafl"]
+    return [line for line in lines if {"student_loss", "generator_loss"} <= line.values.keys()]
 
 
 def log_runs(paths: list[Path], iterations_per_epoch: int) -> list[Run]:
     """Our runs in progress logs: named cells grouped across ``paths``, each file's unnamed lines as its cells."""
-    named: dict[str, list[re.Match]] = defaultdict(list)
+    named: dict[str, list[Line]] = defaultdict(list)
     sources: dict[str, set[str]] = defaultdict(set)
     runs = []
     for path in paths:
-        lines = [m for m in map(LINE.match, path.read_text().splitlines()) if m]
-        unnamed = [m for m in lines if m["cell"] is None]
+        lines = dafl_lines(path)
+        unnamed = [line for line in lines if not line.cell]
         for line in lines:
-            if line["cell"] is not None:
-                named[line["cell"]].append(line)
-                sources[line["cell"]].add(path.name)
+            if line.cell:
+                named[line.cell].append(line)
+                sources[line.cell].add(path.name)
         if unnamed:
-            per_mark = defaultdict(int)
-            for line in unnamed:
-                per_mark[line["pct"]] += 1
-            cells = max(per_mark.values())
+            cells = max(Counter(round(100 * line.step / line.total) for line in unnamed).values())
             froze = frozen_cells(unnamed)
-            last = sorted(unnamed[-cells:], key=lambda line: int(line["step"]))  # each cell's last line
+            last = sorted(unnamed[-cells:], key=lambda line: line.step)  # each cell's last line
             for index, line in enumerate(last):  # a frozen cell's last line carries its frozen losses
-                at = froze.get(line["generator"]) if is_frozen_line(line) else None
-                runs.append(Run(path.name, "ours", f"cell {index + 1} of {cells}", int(line["step"]) / iterations_per_epoch,
+                at = froze.get(line.values["generator_loss"]) if is_frozen_line(line) else None
+                runs.append(Run(path.name, "ours", f"cell {index + 1} of {cells}", line.step / iterations_per_epoch,
                                 None if at is None else at / iterations_per_epoch))
     for cell, lines in named.items():
         froze = frozen_cells(lines)
-        runs.append(Run(", ".join(sorted(sources[cell])), "ours", cell,
-                        max(int(line["step"]) for line in lines) / iterations_per_epoch,
+        runs.append(Run(", ".join(sorted(sources[cell])), "ours", cell, max(line.step for line in lines) / iterations_per_epoch,
                         min(froze.values()) / iterations_per_epoch if froze else None))
     return runs
 
