@@ -91,9 +91,10 @@ def is_frozen_line(line: Line) -> bool:
 
 
 def dafl_lines(path: Path) -> list[Line]:
-    """The progress lines of ``method=dafl``'s training loop in ``path`` (:func:`dpsd.progress.read_line`)."""
+    """The progress lines of ``method=dafl``'s training loop in ``path`` (:func:`dpsd.progress.read_line`) that name
+    their total (a line without one cannot be placed in its run's schedule)."""
     lines = [line for line in map(read_line, path.read_text().splitlines()) if line and line.desc == "dafl"]
-    return [line for line in lines if {"student_loss", "generator_loss"} <= line.values.keys()]
+    return [line for line in lines if line.total and {"student_loss", "generator_loss"} <= line.values.keys()]
 
 
 def log_runs(paths: list[Path], iterations_per_epoch: int) -> list[Run]:
