@@ -35,7 +35,11 @@ from dpsd.privacy.events import PrivacyEvent, RandomizedResponseRelease, Unprote
 Outputs = Enum("Outputs", "logits probabilities")
 OutputStepScale = Enum("OutputStepScale", "paper inverse_bound")  # inverse_bound: a labelled repair
 DistillationLoss = Enum("DistillationLoss", " ".join(losses.DISTILLATION_LOSSES))
-Latents = Enum("Latents", "trainable resample")
+# trainable: one batch Z trained with the generator (Alg. 1 lines 1, 6) | resample: fresh z each iteration, untrained
+# (§III-B.1) | resample_trained: fresh z each iteration that the generator's step also updates within it (§III-B.1's
+# b vectors "involved for updating", §III-B's last paragraph "the generator as well as its inputs")
+Latents = Enum("Latents", "trainable resample resample_trained")
+TRAINED_LATENTS = ("trainable", "resample_trained")
 Discriminator = Enum("Discriminator", "student teacher")
 UpdateOrder = Enum("UpdateOrder", "student_first generator_first")
 
@@ -212,7 +216,7 @@ class DPSDTrainer(Trainer):
         self.trains_generator = generator_trainable(cfg)
         self.latents = torch.randn(
             int(method.batch_size), int(cfg.model.generator.latent_dim), generator=rng, device=device
-        ).requires_grad_(method.latents == "trainable" and self.trains_generator)
+        ).requires_grad_(method.latents in TRAINED_LATENTS and self.trains_generator)
         self.student_opt = make_optimizer(method.optimizer, self.student.parameters(), method.student_lr)
         if self.trains_generator:
             generator_params = list(self.generator.parameters()) + ([self.latents] if self.latents.requires_grad else [])
@@ -230,8 +234,8 @@ class DPSDTrainer(Trainer):
         (§III-B, last paragraph) updates the generator and its inputs first, then the student on samples
         drawn anew from the trained inputs (annotated again)."""
         method = self.cfg.method
-        if method.latents == "resample":
-            self.latents = torch.randn(self.latents.shape, generator=self.rng, device=self.latents.device)
+        if method.latents in ("resample", "resample_trained"):
+            self.draw_latents()
         # (1) synthetic data. The generator does not change before line 6 of Alg. 1 uses the same x
         # again, so one forward pass (with its graph) serves both.
         warming = self.steps_done < int(method.warm_start_steps)
@@ -248,6 +252,18 @@ class DPSDTrainer(Trainer):
         if updates_generator and method.update_order == "student_first":
             losses_now["generator_loss"] = self.update_generator(samples, targets)  # on the updated student
         return losses_now
+
+    def draw_latents(self) -> None:
+        """Fresh z for this iteration (§III-B.1: "samples b Gaussian noise vectors"). Under ``resample_trained``
+        the vectors are redrawn in place, so the generator's optimiser updates them within the iteration, its
+        moments for them started afresh (a previous iteration's vectors say nothing of these)."""
+        fresh = torch.randn(self.latents.shape, generator=self.rng, device=self.latents.device)
+        if not self.latents.requires_grad:
+            self.latents = fresh
+            return
+        with torch.no_grad():
+            self.latents.copy_(fresh)
+        self.generator_opt.state.pop(self.latents, None)
 
     def annotated(self, samples: Tensor) -> Tensor:
         """(2) Alg. 1 line 4, private annotation: the only place the teacher is queried; the mechanism's

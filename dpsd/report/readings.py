@@ -113,6 +113,9 @@ _ADVERSARIAL = Reading("maximize", FAITHFUL, 'l.84 "we can treat the student as 
                        'generator update via adversarial learning"')
 _ADAM_RATE = Reading("student 0.001", FAITHFUL, 'l.62 "where gamma_s is the learning rate" of Eq. (3): gamma_s read as '
                      "the output step only; the weights' Adam rate unstated (Adam's default 1e-3)")
+_RESAMPLE_TRAINED = Reading("resample_trained", FAITHFUL, 'l.49 fresh "b Gaussian noise vectors" each iteration, '
+                            'l.92 "we update the generator as well as its inputs with L_s + L_g": the fresh vectors '
+                            "updated with the generator within the iteration")
 _PAPER_RATES = 'l.155 "The learning rates for student and generator update are set to gamma_s = 0.1 and gamma_g = 0.01"'
 _DPSD_OUTPUT = _generator_output("the paper does not describe its generator",
                                  "DAFL [11]'s generator, whose losses Eq. (8) takes (l.84 \"[11, 28]\"), ends in an "
@@ -125,6 +128,7 @@ DPSD_SWITCHES: tuple[Switch, ...] = (
                 '"and the random vectors with z_i(t+1) = z_i(t) - gamma_g ..."', literal=True),
         Reading("resample", FAITHFUL, 'l.49 "This step samples b Gaussian noise vectors {z_i} and feeds them into '
                 'Phi_g"; l.28 Fig. 2 "generates synthetic data from random vectors z under Gaussian distribution"'),
+        _RESAMPLE_TRAINED,
     )),
     Switch("student steps", "method.student_steps", (
         Reading("1", FAITHFUL, 'l.99 Alg. 1 line 5 "update the student with w_s(t+1) = w_s(t) - gamma_s dL_s/dw_s"',
@@ -150,10 +154,15 @@ DPSD_SWITCHES: tuple[Switch, ...] = (
     _DPSD_TEACHER,
 )
 
-# FedDPSD's switches: what Alg. 2 leaves open. What it settles is not a switch here: fresh latents (l.581 line 3
-# "Sample b noise samples z"), one student update (l.594 line 16) and the student before the generator (lines 16 then
+# FedDPSD's switches: what Alg. 2 leaves open (and whether §III-B's "as well as its inputs" carries over to its fresh
+# latents). What it settles is not a switch here: fresh latents (l.581 line 3 "Sample b noise samples z"), one student update (l.594 line 16) and the student before the generator (lines 16 then
 # 18); nor, at R3, the data mode's top-k and where its noise is added, which act only inside the mechanism.
 FED_DPSD_SWITCHES: tuple[Switch, ...] = (
+    Switch("latents", "method.latents", (
+        Reading("resample", FAITHFUL, 'l.581 Alg. 2 line 3 "Sample b noise samples z", l.596 line 18 updates "w_g" '
+                "only", literal=True),
+        _RESAMPLE_TRAINED,
+    )),
     Switch("L_s in the generator's loss", "method.generator_loss.student_loss", (
         Reading("minimize", FAITHFUL, 'l.596 Alg. 2 line 18 "Update generator w_g^(t+1) = w_g^t - gamma_g '
                 'd(L_S + L_G)/dw_g^t"', literal=True),
