@@ -38,7 +38,7 @@ from torch import Tensor
 from torch.utils.data import Subset
 
 from baselines.training import RelabelledSplit, train_student
-from dpsd.data import DataInfo
+from dpsd.data import DataInfo, images_of
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
 from dpsd.privacy import pate_analysis
@@ -46,7 +46,7 @@ from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.claims import Claim, pate_gnmax_data_independent
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease
 from dpsd.privacy import mechanisms
-from dpsd.ensembles import (images_and_labels, load_or_train_members, member_predictions, vote_counts,
+from dpsd.ensembles import (load_or_train_members, member_predictions, vote_counts,
                             with_member_steps)
 from dpsd.teachers import disjoint_partition
 
@@ -215,7 +215,7 @@ class PATE(Method):
         names = [f"{i}/{len(parts)}, pool {cfg.method.pool_fraction:g}" for i in range(len(parts))]
         members = load_or_train_members(with_member_steps(cfg, cfg.method.member_steps), data, device, parts, names,
                                         ctx.phase_log)
-        query_images, _ = images_and_labels(data.train, pool[: int(cfg.method.queries)])
+        query_images = images_of(data.train, pool[: int(cfg.method.queries)])
         votes = vote_counts(member_predictions(members, query_images, device,
                                                log=ctx.phase_log("member votes", len(members))), data.num_classes)
         answered = torch.ones(len(votes), dtype=torch.bool, device=device)

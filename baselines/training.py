@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset
 
+from dpsd.data import image_of
 from dpsd.distill.builders import make_optimizer
 from dpsd.methods.base import RunContext
 from dpsd.models import build_classifier, xavier_init_
@@ -58,4 +59,4 @@ class RelabelledSplit(Dataset):
         return len(self.labels)
 
     def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
-        return self.source[index][0], self.labels[index]
+        return image_of(self.source, index), self.labels[index]

@@ -107,7 +107,7 @@ def cmd_run(args: list[str]) -> None:
     parser = _parser("run", "train, evaluate, account and record one run")
     parser.add_argument("--json", metavar="PATH", help="also write the run summary (every metric, both ledgers) as JSON")
     parsed = parser.parse_intermixed_args(args)
-    summary = run_experiment(compose(parsed.overrides))
+    summary = run_experiment(compose(parsed.overrides, strict=True))
     print_summary(summary)
     if parsed.json:
         write_json(parsed.json, summary)

@@ -7,6 +7,7 @@ the problem and the accepted values.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
@@ -111,8 +112,10 @@ def _group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
 
 
-def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
-    """Compose the config tree with command-line style overrides; errors become one line."""
+def compose(overrides: list[str] | tuple[str, ...] = (), strict: bool = False) -> DictConfig:
+    """Compose the config tree with command-line style overrides; errors become one line. ``strict`` (one run,
+    ``dpsd run``): a method key added with ``+``/``++`` must be one the chosen method declares
+    (:func:`check_method_overrides`)."""
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
@@ -128,16 +131,34 @@ def compose(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
         raise ConfigError(str(err).splitlines()[0]) from None
     except (ConfigCompositionException, OmegaConfBaseException) as err:
         raise ConfigError(" ".join(str(err).split())) from None
-    check_method_overrides(cfg, overrides)
+    check_method_overrides(cfg, overrides, strict)
     return cfg
 
 
-def check_method_overrides(cfg: DictConfig, overrides: list[str] | tuple[str, ...]) -> None:
+def check_method_overrides(cfg: DictConfig, overrides: list[str] | tuple[str, ...], strict: bool = False) -> None:
     """:func:`check_method_node` for ``cfg`` composed from ``overrides``: the ``method=`` file they
-    chose, and the method keys they add with ``+``/``++``."""
+    chose, and the method keys they add with ``+``/``++``. An added key the chosen method does not declare is
+    refused in one line, unless (``strict`` off: a sweep's shared list, which sizes every method at once) it is
+    added with ``++`` and another registered method declares it: a typo (``+method.epochz=3``) is never ignored."""
     chosen = [o.split("=", 1)[1] for o in overrides if re.fullmatch(r"method=\w+", o)]
-    added = {o.split("=", 1)[0].lstrip("+")[len("method."):] for o in overrides if re.match(r"\+\+?method\.", o)}
-    check_method_node(cfg, chosen[-1] if chosen else cfg.method.name, added)
+    option = chosen[-1] if chosen else cfg.method.name
+    added = {o.split("=", 1)[0].lstrip("+")[len("method."):]: o.startswith("++")
+             for o in overrides if re.match(r"\+\+?method\.", o)}
+    check_method_node(cfg, option, set(added))
+    own = _field_keys(_registered(cfg.method.name, option).config)
+    for key, doubled in sorted(added.items()):
+        if key in own or (doubled and not strict and key in _declared_by_any_method()):
+            continue
+        raise ConfigError(f"method.{key}: method {cfg.method.name!r} has no such setting, so the override would be "
+                          f"ignored; its settings: {', '.join(sorted(own))}")
+
+
+@functools.lru_cache(maxsize=1)
+def _declared_by_any_method() -> frozenset[str]:
+    """Every method key some registered method declares (what a sweep's shared ``++method.`` list may set)."""
+    from dpsd.methods import METHODS
+
+    return frozenset(key for name in METHODS.names() for key in _field_keys(METHODS.get(name).config))
 
 
 def _registered(name: str, option: str):

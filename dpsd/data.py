@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import Dataset, Subset, TensorDataset
 from torchvision import datasets, transforms
 from torchvision.datasets import celeba, cifar
 
@@ -56,6 +56,7 @@ class DataInfo:
     channels: int
     image_size: int
     space: InputSpace = InputSpace()  # what the networks read: (pixel - mean) / std
+    records: int | None = None  # the private split's size (a run's plan gets it; a plan made without data does not)
 
 
 def input_convention(cfg) -> tuple[int | None, InputSpace]:
@@ -187,33 +188,104 @@ class TensorSplit(TensorDataset):
 
 
 class WatchedSplit(Dataset):
-    """The private split as a method's ``fit`` sees it: every item read, or ``tensors`` taken, sets
-    ``images_read``, so the runner can stop a run that used the raw private images with no release
-    covering them (:meth:`dpsd.privacy.accounting.Ledger.check_image_use`). ``labels`` reads the
-    labels alone (a label mechanism's input) without setting it; teachers train on
-    :func:`teacher_view` (their answers are accounted by the events on them)."""
+    """The private split as a method's ``fit`` sees it, every access counted per record: an item read counts its
+    image and its label, :meth:`image` the image alone, ``tensors`` every image and label, ``labels`` every label
+    (all read as they are); :meth:`sealed_labels` hands the labels to a label mechanism, which consumes them and
+    returns its event (``consumed``). The runner reconciles these counts with the run's ledger
+    (:func:`dpsd.privacy.boundary.reconcile`); teachers train on :func:`teacher_view` (their answers are accounted
+    by the events on them)."""
 
     def __init__(self, source: Dataset) -> None:
-        self.source, self.images_read = source, False
+        self.source = source
+        self.image_reads = np.zeros(len(source), dtype=np.int64)
+        self.label_reads = np.zeros(len(source), dtype=np.int64)
+        self.consumed: list = []  # the events of the mechanisms that consumed sealed labels
 
     def __len__(self) -> int:
         return len(self.source)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        self.images_read = True
+        self.image_reads[index] += 1
+        self.label_reads[index] += 1
         return self.source[index]
+
+    def image(self, index: int) -> torch.Tensor:
+        """Record ``index``'s image alone (its label not read)."""
+        self.image_reads[index] += 1
+        return self.source[index][0]
+
+    def images(self, indices: Sequence[int]) -> torch.Tensor:
+        """The images of records ``indices`` (their labels not read), stacked."""
+        self.image_reads[list(indices)] += 1
+        tensors = getattr(self.source, "tensors", None)
+        if tensors is not None:
+            return tensors[0][torch.as_tensor(list(indices), dtype=torch.long)]
+        return torch.stack([self.source[i][0] for i in indices])
+
+    @property
+    def images_read(self) -> bool:
+        return bool(self.image_reads.any())
 
     @property
     def tensors(self) -> tuple[torch.Tensor, ...]:
         if not hasattr(self.source, "tensors"):
             raise AttributeError("tensors")
-        self.images_read = True
+        self.image_reads += 1
+        self.label_reads += 1
         return self.source.tensors
 
     @property
     def labels(self) -> list[int]:
-        """Every record's label, in order, without touching the images where the split holds them apart."""
+        """Every record's label, in order, read as it is (without touching the images where the split holds them
+        apart)."""
+        self.label_reads += 1
         return split_labels(self.source)
+
+    def sealed_labels(self, device: torch.device | None = None) -> "SealedLabels":
+        """Every record's label (on ``device``), sealed: only a label mechanism opens it (``consume``), and the
+        event it returns is what the ledger must hold for them."""
+        return SealedLabels(torch.as_tensor(split_labels(self.source), device=device), self.consumed)
+
+
+class SealedLabels:
+    """The private labels on their way into a label mechanism (:mod:`dpsd.privacy.mechanisms`), which calls
+    :meth:`consume` with the event of the release it makes of them."""
+
+    def __init__(self, labels: torch.Tensor, consumed: list) -> None:
+        self._labels, self._consumed = labels, consumed
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    @property
+    def shape(self) -> torch.Size:
+        return self._labels.shape
+
+    def consume(self, event) -> torch.Tensor:
+        self._consumed.append(event)
+        return self._labels
+
+
+def sealed_labels(split: Dataset, device: torch.device | None = None) -> "SealedLabels":
+    """The labels of ``split`` on ``device``, sealed for a label mechanism (the runner's watched split counts
+    them as consumed; any other split, e.g. a test's, seals them uncounted)."""
+    if isinstance(split, WatchedSplit):
+        return split.sealed_labels(device)
+    return SealedLabels(torch.as_tensor(split_labels(split), device=device), [])
+
+
+def image_of(split: Dataset, index: int) -> torch.Tensor:
+    """Item ``index``'s image alone (on the watched split, or a subset of it, its label is not counted as read)."""
+    if isinstance(split, Subset):
+        return image_of(split.dataset, split.indices[index])
+    return split.image(index) if isinstance(split, WatchedSplit) else split[index][0]
+
+
+def images_of(split: Dataset, indices: Sequence[int]) -> torch.Tensor:
+    """The images of ``split``'s items ``indices``, stacked (on the watched split, their labels not read)."""
+    if isinstance(split, WatchedSplit):
+        return split.images(indices)
+    return torch.stack([split[i][0] for i in indices])
 
 
 def split_labels(split: Dataset) -> list[int]:

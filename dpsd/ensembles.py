@@ -36,6 +36,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from dpsd.data import DataSplits, teacher_view
+from dpsd.privacy.boundary import counted_members
 from dpsd.errors import ConfigError
 from dpsd.models import build_classifier, channels_last
 from dpsd.progress import ProgressLog
@@ -95,7 +96,7 @@ def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.devic
         with _ensemble_lock(cfg, files):  # another run training the same members: wait, then load theirs
             members = _cached_members(configs, files, data, device)
             _train_missing(cfg, chosen, data, device, parts, names, configs, members, phase_log)
-    return [model.eval() for model in members]
+    return counted_members([model.eval() for model in members], parts, names)
 
 
 def _ensemble_lock(cfg: DictConfig, files: list[Path]) -> FileLock:

@@ -20,9 +20,11 @@ from tqdm.auto import tqdm
 from dpsd.checkpoint import Checkpointer
 from dpsd.config import config_hash, resolve_device, resolve_paths, validate
 from dpsd.data import WatchedSplit, data_info, load_data
-from dpsd.errors import Fault
+from dpsd.errors import ConfigError, Fault
 from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
+from dpsd.privacy.accounting import Ledger
+from dpsd.privacy.boundary import Accesses, CountedTeacher, reconcile, watching, zero_epsilon_shortfall
 from dpsd.privacy_ops.calibrate import calibrate
 from dpsd.progress import ProgressLog, is_terminal
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
@@ -69,6 +71,20 @@ def privacy_report(cfg: DictConfig) -> dict[str, Any]:
     return {**report, **ledger.summary(float(cfg.privacy.delta))}
 
 
+def published_privacy(cfg: DictConfig, accesses: Accesses, ledger: Ledger, plan: Ledger) -> dict:
+    """The run's ledger summary, once its releases account for everything the method touched and equal its plan
+    (:func:`dpsd.privacy.boundary.reconcile`); a shortfall stops the run in one line, nothing published. (A run
+    resumed from a checkpoint counts the accesses since the resume against every release: never fewer.)"""
+    method = cfg.method.name
+    shortfalls = reconcile(method, accesses, ledger.events, plan.events, ledger.covers_image_use())
+    summary = ledger.summary(float(cfg.privacy.delta)) if not shortfalls else {}
+    shortfalls = shortfalls or zero_epsilon_shortfall(method, accesses, summary["eps_rigorous"])
+    if shortfalls:
+        more = f" (and {len(shortfalls) - 1} more: {'; '.join(shortfalls[1:])})" if len(shortfalls) > 1 else ""
+        raise ConfigError(f"privacy boundary: {shortfalls[0]}{more}; nothing was published")
+    return summary
+
+
 def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any]:
     """Train, evaluate, account and record one run; returns its summary."""
     run_start = time.perf_counter()
@@ -85,7 +101,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
     # The full-data teacher: the one DPSD transcribes, and every run's reference accuracy. Methods
     # with teacher ensembles (PATE, DGD, FedDPSD) build their members through the same cache.
     teacher, teacher_record = load_or_train_teacher(cfg, data, device)
-    plan = method_cls.plan_ledger(cfg, data_info(cfg))
+    plan = method_cls.plan_ledger(cfg, dataclasses.replace(data_info(cfg), records=len(data.train)))
     ledger = plan.planned()
     torch.manual_seed(int(cfg.seed))  # the same initial weights whether the teacher was cached or trained
     rng = torch.Generator(device=device).manual_seed(int(cfg.seed))
@@ -108,15 +124,18 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         def phase_log(desc: str, phase_total: int) -> ProgressLog | None:
             return ProgressLog(f"{cfg.method.name} {desc}", phase_total) if log is not None else None
 
-        # the method sees the private split watched: reading its images is a release its ledger must cover
-        private = WatchedSplit(data.train)
-        ctx = RunContext(cfg=cfg, data=dataclasses.replace(data, train=private), teachers=[teacher], device=device,
-                         rng=rng, ledger=ledger, progress=progress, phase_log=phase_log, checkpoint=checkpointer(cfg))
+        # the privacy boundary: the method holds the private split and the teachers as counted handles, and what
+        # they count is reconciled with its ledger and its plan before anything is published
+        private, accesses = WatchedSplit(data.train), Accesses(records=len(data.train))
+        ctx = RunContext(cfg=cfg, data=dataclasses.replace(data, train=private),
+                         teachers=[CountedTeacher(teacher, accesses)], device=device, rng=rng, ledger=ledger,
+                         progress=progress, phase_log=phase_log, checkpoint=checkpointer(cfg))
         train_start = time.perf_counter()
-        result = method_cls().fit(ctx)
+        with watching(accesses):
+            result = method_cls().fit(ctx)
         time_train = time.perf_counter() - train_start
-    result.ledger.check_image_use(cfg.method.name, private.images_read)
-    privacy = result.ledger.summary(float(cfg.privacy.delta))
+    accesses.image_reads, accesses.label_reads, accesses.consumed = private.image_reads, private.label_reads, private.consumed
+    privacy = published_privacy(cfg, accesses, result.ledger, plan)
     metrics = {
         "student_test_accuracy": evaluate_accuracy(result.student, data.test, device),
         "teacher_test_accuracy": teacher_record["test_accuracy"],

@@ -9,11 +9,15 @@ of what a person still has to write (documentation rows, the scales test's table
 
 from __future__ import annotations
 
+import ast
 import inspect
+import io
 import re
+import tokenize
 from pathlib import Path
 
 from dpsd.errors import ConfigError
+from dpsd.privacy.claims import PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository the scaffold writes into: the one this ``dpsd`` package was imported from."""
@@ -33,6 +37,53 @@ def test_{name}_runs_and_fills_the_ledger_it_planned(run_as_planned, tmp_path):
     metrics, ledger = run_as_planned(compose(["method={name}", f"results_dir={{tmp_path}}", *TEACHER]))
     assert ledger["queries"] >= 1
 '''
+
+
+DOCSTRING = "TODO (dpsd new method): what this does, and the paper's equation it implements."
+CLAIM_TEXT = {2: f"{PLACEHOLDER}: the privacy notion the paper claims (e.g. eps-label-DP)",
+              3: f"{PLACEHOLDER}: the paper, and the theorem the claim is from"}
+"""The positional arguments of :class:`~dpsd.privacy.claims.Claim` that say whose claim it is: notion, source."""
+
+
+def placeholders(module: str) -> str:
+    """The copied module without its source method's own words: every docstring a placeholder, every comment
+    gone, and each ``Claim``'s notion and source a placeholder that :class:`~dpsd.privacy.claims.Claim` refuses,
+    so a run fails in one line until a person writes them. The code itself is kept (it runs)."""
+    tree = ast.parse(module)
+    spans: list[tuple[int, int, int, int, str]] = []  # (line, col, end line, end col, replacement), 1-based lines
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            doc = node.value  # a docstring: a module's, a class's, a function's or an attribute's
+            spans.append((doc.lineno, doc.col_offset, doc.end_lineno, doc.end_col_offset, f'"""{DOCSTRING}"""'))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Claim":
+            for index, arg in enumerate(node.args):
+                if index in CLAIM_TEXT:
+                    spans.append((arg.lineno, arg.col_offset, arg.end_lineno, arg.end_col_offset, repr(CLAIM_TEXT[index])))
+    lines = _without_comments(module).splitlines(keepends=True)
+    for line, col, end_line, end_col, replacement in sorted(spans, reverse=True):
+        head, tail = lines[line - 1][:col], lines[end_line - 1][end_col:]
+        lines[line - 1:end_line] = [head + replacement + tail]
+    return "".join(lines)
+
+
+def _without_comments(module: str) -> str:
+    """``module`` with its comments removed (the code, strings and line numbers kept)."""
+    lines = module.splitlines(keepends=True)
+    for token in tokenize.generate_tokens(io.StringIO(module).readline):
+        if token.type == tokenize.COMMENT:
+            row, col = token.start
+            text = lines[row - 1]
+            lines[row - 1] = text[:col].rstrip() + ("\n" if text.endswith("\n") else "")
+    return "".join(lines)
+
+
+def yaml_placeholders(text: str, name: str) -> str:
+    """The copied YAML's settings without the source's comments, under a placeholder saying what to write."""
+    lines = text.splitlines()
+    directives = [line for line in lines if line.startswith("# @package")]  # Hydra's, not a comment
+    kept = [line.split(" #", 1)[0].rstrip() for line in lines if not line.lstrip().startswith("#")]
+    return "\n".join([*directives, f"# TODO (dpsd new method): what {name} is, and a comment per setting naming "
+                       "the paper's equation", *(line for line in kept if line)]) + "\n"
 
 
 def _camel(name: str) -> str:
@@ -76,7 +127,8 @@ def new_method(name: str, source: str, root: Path = ROOT) -> dict:
         return re.sub(rf"\b{re.escape(source)}\b", name, text)
 
     for target, origin in targets.items():
-        (root / target).write_text(renamed((root / origin).read_text()))
+        text = renamed((root / origin).read_text())
+        (root / target).write_text(placeholders(text) if target.suffix == ".py" else yaml_placeholders(text, name))
     (root / test_path).write_text(TEST_STUB.format(name=name, source=source))
     registry = root / PACKAGES[package]
     registry.write_text(registry.read_text() + f"from {package} import {name}  # noqa: F401  (dpsd new method --from {source})\n")

@@ -1,6 +1,6 @@
-"""`dpsd new method NAME --from EXISTING` (issue 36, item 1): run in a scratch copy of the repository,
-the method it writes is registered, composes at every scale the source has a file for, and passes the
-contract test and its own stub."""
+"""`dpsd new method NAME --from EXISTING`: run in a scratch copy of the repository, the method it writes is
+registered, composes at every scale the source has a file for, carries none of its source's words (its claim
+a placeholder that fails until written), and once its claim is written passes the contract test and its stub."""
 
 import os
 import shutil
@@ -44,8 +44,16 @@ def test_a_scaffolded_baseline_passes_the_contract_test(copy):
                  "print(compose(['method=label_rr']).method.epochs, compose(['method=lp1st']).method.epochs)")
     assert check.returncode == 0, check.stderr
     assert check.stdout.split() == ["1", "1"]
-    tested = dpsd(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_label_rr.py",
-                  "tests/test_contract.py", "tests/test_method_configs.py", "-k", "label_rr")
+    module = (copy / "baselines/label_rr.py").read_text()
+    assert "Ghazi" not in module and "#" not in module  # none of LP-1ST's words: docstrings, comments, claim
+    assert "Ghazi" not in (copy / "dpsd/conf/method/label_rr.yaml").read_text()
+    tests = ["tests/test_label_rr.py", "tests/test_contract.py", "tests/test_method_configs.py", "-k", "label_rr"]
+    unedited = dpsd(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests)
+    assert unedited.returncode == 1 and "the claim's notion is still the placeholder" in unedited.stdout
+    (copy / "baselines/label_rr.py").write_text(module.replace(
+        "'TODO: the privacy notion the paper claims (e.g. eps-label-DP)'", "'eps-label-DP'").replace(
+        "'TODO: the paper, and the theorem the claim is from'", "'a label randomized response'"))
+    tested = dpsd(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests)
     assert tested.returncode == 0, tested.stdout[-3000:]
     assert "3 passed" in tested.stdout  # its stub, its contract case, its YAML against its dataclass
 

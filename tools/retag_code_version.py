@@ -2,7 +2,10 @@
 under an older hashing rule, before another method's code changed, or before a change shown result-neutral.
 
     python tools/retag_code_version.py [--results-dir DIR] [--archive results/runs.csv] [--dry-run]
-                                       [--result-neutral-since COMMIT]
+                                       [--result-neutral-since COMMIT] [--methods M ...]
+
+Without a store under ``--results-dir`` (a fresh clone), ``--archive`` and ``--result-neutral-since`` retag the
+archive's rows alone.
 
 A run is current when its tag ``method_code_version`` is today's ``dpsd.version.method_code_version`` of its
 method. A change to how ``dpsd/version.py`` hashes the sources, or runs recorded before that tag (with the
@@ -88,6 +91,20 @@ def _differences(before: dict, after: dict) -> str:
     return ", ".join(f"{k} {before.get(k)} -> {after.get(k)}" for k in keys if before.get(k) != after.get(k))
 
 
+def retag_archive(archive: Path, vouched: dict[tuple[str, str], str], dry_run: bool) -> None:
+    """Without a store (a fresh clone): the archive's rows whose method code version is vouched for get today's
+    (the version names its method: ``<package version>+<method>.<hash>``)."""
+    rows = read_archive(archive)
+    method = rows["code_version"].astype(str).str.extract(r"\+(\w+)\.[0-9a-f]+$")[0]
+    hit = [(version, name) in vouched for version, name in zip(rows["code_version"], method)]
+    for (version, name), by in sorted(vouched.items()):
+        print(f"  {name} {version}: today's {method_code_version(name)} (vouched by {by})")
+    print(f"{'would retag' if dry_run else 'retagged'} {sum(hit)} rows of {archive}")
+    if not dry_run and any(hit):
+        rows.loc[hit, "code_version"] = [method_code_version(name) for name, h in zip(method, hit) if h]
+        write_archive(rows, archive)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results-dir", type=Path, default=Path("results"), help="holds mlflow.db (default results)")
@@ -98,11 +115,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", help="with --result-neutral-since: only these (default: all)")
     args = parser.parse_args(argv)
     store = args.results_dir / "mlflow.db"
-    if not store.exists():
-        parser.error(f"no MLflow store at {store} (expected the results folder of dpsd sweep / dpsd run)")
     unknown = sorted(set(args.methods or ()) - set(METHODS.names()))
     if unknown:
         parser.error(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(METHODS.names())}")
+    if not store.exists():
+        if args.archive is None or not args.result_neutral_since:
+            parser.error(f"no MLflow store at {store} (expected the results folder of dpsd sweep / dpsd run); "
+                         "without one, give --archive and --result-neutral-since to retag the archive's rows")
+        retag_archive(args.archive, result_neutral(args.result_neutral_since, args.methods or METHODS.names()),
+                      args.dry_run)
+        return
     client = mlflow.MlflowClient(f"sqlite:///{store.resolve()}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     vouched = equivalent_versions(client, experiments)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from omegaconf import MISSING, DictConfig
 from torch import Tensor, nn
 
-from dpsd.data import DataInfo, split_labels
+from dpsd.data import DataInfo, split_labels, teacher_view
 from dpsd.distill.annotators import GRADIENT_NOTE, PrivateAnnotator, gradient_sensitivity
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
@@ -318,7 +318,7 @@ class FedDPSD(Method):
         cfg, data, device = ctx.cfg, ctx.data, ctx.device
         method = cfg.method
         parts = dirichlet_partition(
-            split_labels(data.train), int(method.num_clients), float(method.dirichlet_alpha), int(cfg.seed)
+            split_labels(teacher_view(data.train)), int(method.num_clients), float(method.dirichlet_alpha), int(cfg.seed)
         )
         client_cfg = with_member_steps(cfg, method.client_teacher_steps)  # a client holds 1/m of the data
         teachers = load_or_train_members(client_cfg, data, device, parts,

@@ -15,6 +15,10 @@ from scipy.optimize import brentq
 from dpsd.errors import ConfigError
 
 
+PLACEHOLDER = "TODO"
+"""How a scaffolded method's claim starts until a person writes it (:mod:`dpsd.scaffold`): refused by :class:`Claim`."""
+
+
 @dataclass(frozen=True)
 class Claim:
     """A published privacy statement: ``(epsilon, delta)`` under ``notion``, from ``source``."""
@@ -23,6 +27,12 @@ class Claim:
     delta: float
     notion: str
     source: str
+
+    def __post_init__(self) -> None:
+        for name in ("notion", "source"):
+            if str(getattr(self, name)).startswith(PLACEHOLDER):
+                raise ConfigError(f"the claim's {name} is still the placeholder `dpsd new method` wrote "
+                                  f"({getattr(self, name)!r}): write the paper's own {name}")
 
 
 def rdp_to_dp_mironov(rdp_epsilon_at_q: float, q: float, delta: float) -> float:

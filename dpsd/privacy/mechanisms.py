@@ -161,10 +161,14 @@ def randomized_response(truth: Tensor, num_buckets: int, epsilon: float, rng: to
     """k-ary randomized response, DPSD Eq. (4), on bucket indices ``truth`` in [0, num_buckets), and its event.
 
     Keeps the truth with probability e^eps/(e^eps+c-1); otherwise answers one of the other c-1
-    buckets uniformly, so each other bucket has probability 1/(e^eps+c-1).
+    buckets uniformly, so each other bucket has probability 1/(e^eps+c-1). ``truth`` may be the private labels
+    sealed by the boundary (:meth:`dpsd.data.WatchedSplit.sealed_labels`): the release consumes them, its event
+    the one the ledger must then hold.
     """
     count = _count(truth, release, "randomized_response")
     event = RandomizedResponseRelease(epsilon=epsilon, num_buckets=num_buckets, count=count, note=note)
+    if hasattr(truth, "consume"):  # the private labels, sealed by the runner's boundary: this release consumes them
+        truth = truth.consume(event)
     return _randomized_response(truth, num_buckets, epsilon, rng), event
 
 

@@ -15,9 +15,11 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-BUDGET_KEYS = ("method.iterations", "method.epochs", "method.batch_size", "model.student.arch", "model.teacher.arch")
-"""What a run's budget is made of: its length, its batch, the student it trains and the teacher it learns from.
-A method without a key (DPSD has no epochs, LP-1ST no iterations) is not compared on it."""
+BUDGET_KEYS = ("method.iterations", "method.epochs", "method.batch_size", "method.queries", "method.num_teachers",
+               "model.student.arch", "model.teacher.arch")
+"""What a run's budget is made of: its length, its batch, the teacher queries it may make (PATE's, DGD's), the
+teachers the private split is divided among, the student it trains and the teacher it learns from. A method
+without a key (DPSD has no epochs, LP-1ST no iterations) is not compared on it."""
 
 
 def _varies(varied: set[str], key: str) -> bool:
