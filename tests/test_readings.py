@@ -1,14 +1,16 @@
-"""The readings tables (issue 34 items 3-5): effects read off a fractional design, the default rule."""
+"""The readings tables: effects read off a factorial design, how much of the faithful space a search ran, the
+default rule."""
 
 import math
 
 import pandas as pd
+import pytest
 
 from dpsd.config import compose
 from dpsd.report import readings
-from dpsd.report.readings import (DPDFD_SWITCHES, DPSD_SWITCHES, FAITHFUL, REPAIR, SWITCH_SETS, chosen_defaults,
-                                  main_effects, run_table, seed_rows)
-from dpsd.sweep.spec import REPO_SWEEPS, expand_configs
+from dpsd.report.readings import (ABLATION, DPDFD_SWITCHES, DPSD_SWITCHES, FAITHFUL, REPAIR, SWITCH_SETS,
+                                  chosen_defaults, coverage, faithful_space, main_effects, run_table, seed_rows)
+from dpsd.sweep.spec import REPO_SWEEPS, expand_configs, load_spec
 
 DEFAULTS = {"latents": "trainable", "student steps": "1", "L_s in the generator's loss": "minimize",
             "learning rates": "student 0.001", "update order": "student_first", "generator output": "tanh",
@@ -31,7 +33,7 @@ def test_every_switch_value_is_classified_and_quotes_the_paper_or_says_why_not()
         for switch in entry.switches:
             assert sum(r.literal for r in switch.readings) <= 1, switch.name
             for reading in switch.readings:
-                assert reading.kind in (readings.FAITHFUL, readings.REPAIR, readings.SUBSTITUTE) and reading.words
+                assert reading.kind in (FAITHFUL, REPAIR, ABLATION, readings.SUBSTITUTE) and reading.words
             # a name is one column of seed_rows: two papers' switches of one name must read one config key
             assert keys.setdefault(switch.name, switch.key) == switch.key, switch.name
     assert set(readings.DISCRIMINATOR_METHODS) <= set(SWITCH_SETS)
@@ -134,28 +136,95 @@ def test_dgds_switches_read_its_generator_loss_and_output_and_name_a_run_off_its
     assert readings.switch_values(compose(["method=dafl", "privacy=none"]))["BN-statistics term"] == readings.DASH  # no such loss
 
 
-def test_fed_dpsds_switches_are_what_alg_2_leaves_open_and_its_spec_is_a_resolution_iv_half_fraction():
-    """FedDPSD is read with the subset of DPSD's switches that its Alg. 2 leaves open (not the latents, student steps
-    or update order, which Alg. 2 writes out), and sweeps/readings_fed_dpsd_r3.yaml runs their half fraction I = CDFG:
-    eight distinct runs, each value in four, every run's product of the four +-1 codes the same (so no main effect is
-    aliased with a two-factor interaction), the first run at FedDPSD's defaults and so the ladder's R3 cell."""
-
+def test_fed_dpsds_switches_are_what_alg_2_leaves_open_and_its_old_spec_a_half_fraction_of_four():
+    """FedDPSD is read with the subset of DPSD's switches that its Alg. 2 leaves open: the latents (fresh each
+    iteration, line 3, and whether §III-B's "as well as its inputs" trains them), L_s's sign, the learning rates and
+    the generator's output; not the student steps or the update order, which Alg. 2 writes out (line 16, then 18).
+    sweeps/readings_fed_dpsd_r3.yaml, a screening fraction from before the latents became a switch, ran the half
+    fraction I = CDFG of the other three and the teacher, at FedDPSD's default latents: eight distinct runs, each
+    value in four, every run's product of the four +-1 codes the same (no main effect aliased with a two-factor
+    interaction), the first run at FedDPSD's defaults and so the ladder's R3 cell."""
     names = [switch.name for switch in readings.FED_DPSD_SWITCHES]
     assert readings.switches_of(pd.DataFrame({"method": ["fed_dpsd"]})) is readings.FED_DPSD_SWITCHES
     assert set(names) < {switch.name for switch in DPSD_SWITCHES}
-    assert not {"latents", "student steps", "update order"} & set(names)
-    maximize = compose(["method=fed_dpsd", "privacy=none", "method.generator_loss.student_loss=maximize"])
+    assert "latents" in names and not {"student steps", "update order"} & set(names)
+    latents = readings.FED_DPSD_SWITCHES[names.index("latents")]
+    assert [r.value for r in latents.readings if r.kind == FAITHFUL] == ["resample", "resample_trained"]
     assert readings.off_default(compose(["method=fed_dpsd", "privacy=none"])) == ""
+    maximize = compose(["method=fed_dpsd", "privacy=none", "method.generator_loss.student_loss=maximize"])
     assert readings.off_default(maximize) == "student_loss=maximize"
+    trained = compose(["method=fed_dpsd", "privacy=none", "method.latents=resample_trained"])
+    assert readings.off_default(trained) == "latents=resample_trained"
 
     pairs = expand_configs(REPO_SWEEPS / "readings_fed_dpsd_r3.yaml", "smoke", ["data.root=/nowhere"])
     runs = {cell.config_hash: readings.switch_values(cfg) for cell, cfg in pairs if int(cfg.seed) == 0}
-    first = {switch.name: readings.switch_values(compose(["method=fed_dpsd", "dataset=mnist"]))[switch.name]
-             for switch in readings.FED_DPSD_SWITCHES}
-    codes = [[1 if values[name] == first[name] else -1 for name in names] for values in runs.values()]
+    first = readings.switch_values(compose(["method=fed_dpsd", "dataset=mnist"]))
+    assert {values["latents"] for values in runs.values()} == {first["latents"]}  # not varied: the default
+    varied = [name for name in names if name != "latents"]
+    codes = [[1 if values[name] == first[name] else -1 for name in varied] for values in runs.values()]
     assert len(runs) == 8 and len({tuple(c) for c in codes}) == 8
-    assert all(sum(c[i] for c in codes) == 0 for i in range(len(names)))  # each value in half the runs
+    assert all(sum(c[i] for c in codes) == 0 for i in range(len(varied)))  # each value in half the runs
     assert {math.prod(c) for c in codes} == {1}  # I = CDFG, the all-default run included
     ladder = {cell.label: cell.config_hash for cell, _ in expand_configs(REPO_SWEEPS / "ladder.yaml", "smoke",
                                                                         ["data.root=/nowhere"])}
     assert next(iter(runs)) == ladder["method=fed_dpsd privacy=none seed=0"]
+
+
+def test_an_ablation_is_not_a_reading_of_the_method():
+    """DPSD's L_s off is Table VI's ablation of the loss terms, not a reading of Alg. 1: a run with it is not all
+    faithful, the default rule never picks it, it is outside the faithful space and no ladder names it a reading."""
+    l_s = next(s for s in DPSD_SWITCHES if s.name == "L_s in the generator's loss")
+    assert l_s.reading("off").kind == ABLATION
+    frame = rows([({}, [10.0, 10.0]), ({"L_s in the generator's loss": "off"}, [60.0, 60.0])])
+    assert dict(zip(run_table(frame)["R3 (%)"], run_table(frame)["All faithful"]))["60.00 ± 0.00"] == "no"
+    assert chosen_defaults(frame, DEFAULTS["teacher"]) == {"L_s in the generator's loss": "minimize"}
+    assert coverage(frame)["combinations"] == 1
+    assert readings.off_default(compose(["method=dpsd", "method.generator_loss.student_loss=off"])) == ""
+
+
+def test_the_faithful_space_is_the_product_of_each_switchs_faithful_values_but_the_teachers():
+    """DPSD: latents at three faithful values, student steps at one (five is a repair), L_s at two (off is an
+    ablation), learning rates, update order and generator output at two; the teacher, a substitute, is no factor."""
+    assert faithful_space(DPSD_SWITCHES) == 3 * 1 * 2 * 2 * 2 * 2
+    assert faithful_space(readings.FED_DPSD_SWITCHES) == 2 ** 4
+    assert faithful_space(DPDFD_SWITCHES) == 2 ** 5 and faithful_space(readings.DP_DFD_SWITCHES) == 2 ** 4
+
+
+def test_a_table_says_how_many_faithful_combinations_ran_at_the_searchs_teacher():
+    """N counts distinct faithful combinations at the teacher with the most of them (a run at another teacher, a
+    repeat, or a repair adds none); only N = M is called the full factorial."""
+    lenet = {"teacher": "lenet5, mean/std"}
+    frame = rows([({}, [10.0]), ({"student steps": "5"}, [50.0]), ({"update order": "generator_first"}, [20.0]),
+                  ({**lenet, "latents": "resample"}, [30.0]), ({**lenet, "latents": "resample_trained"}, [30.0]),
+                  ({**lenet, "latents": "resample", "generator output": "tanh_batchnorm"}, [30.0]),
+                  ({**lenet, "latents": "resample"}, [31.0])])
+    space = faithful_space(DPSD_SWITCHES)
+    assert coverage(frame) == {"combinations": 3, "space": space, "teacher": "lenet5, mean/std"}
+    assert readings.coverage_sentence(frame) == (f"3 of {space} faithful combinations run at teacher lenet5, mean/std "
+                                                 "(a fraction: the maximum is not established).")
+    dgd = pd.DataFrame([{"method": "dgd", "group": f"{bn} {out}", "seed": 0, "accuracy": 10.0,
+                         "BN-statistics term": bn, "generator output": out, "teacher": DEFAULTS["teacher"]}
+                        for bn in ("on", "off") for out in ("tanh", "tanh_batchnorm")])
+    assert readings.coverage_sentence(dgd).startswith("4 of 4 faithful combinations run at teacher small_cnn")
+    assert readings.coverage_sentence(dgd).endswith("(full factorial: no effect aliased).")
+    assert readings.searched(dgd)["dgd"]["combinations"] == readings.searched(dgd)["dgd"]["space"] == 4
+
+
+FULL_SPECS = sorted(REPO_SWEEPS.glob("readings_*_full.yaml"))
+
+
+@pytest.mark.parametrize("path", FULL_SPECS, ids=[p.stem for p in FULL_SPECS])
+def test_a_full_readings_spec_runs_every_faithful_combination_once_at_one_teacher(path):
+    """Each ``readings_*_full.yaml`` is the full factorial of its methods' faithful switches: per method, every one of
+    the :func:`faithful_space` combinations once, each value of each a faithful reading (no repair, no ablation),
+    all at one teacher, and its design text states that number."""
+    pairs = expand_configs(path, "smoke", ["data.root=/nowhere"])
+    frame = pd.DataFrame([{"method": str(cfg.method.name), "group": cell.label, **readings.switch_values(cfg)}
+                          for cell, cfg in pairs if int(cfg.seed) == 0])
+    design = str(load_spec(path).feeds["design"])
+    for method, at in frame.groupby("method"):
+        space = faithful_space(SWITCH_SETS[method].switches)
+        assert at["teacher"].nunique() == 1, method
+        assert len(at) == space and coverage(at) == {"combinations": space, "space": space,
+                                                     "teacher": at["teacher"].iloc[0]}, method
+        assert f"{space} combinations" in design, method

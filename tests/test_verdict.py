@@ -119,10 +119,11 @@ def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges
                            group("dp_dfd", 10, 98.0, 1, compose(["method=dp_dfd", "dataset=digits"])),
                            group("dgd", 1, 20.0, 3, compose(["method=dgd", "dataset=digits"]))])
     searched = {"dpsd": {"readings": 5, "teachers": 2, "seeds": 1, "where": "without privacy (R3)",
-                         "best": "20.64% (n = 1)"}}
+                         "combinations": 3, "space": 48, "teacher": "lenet5, mean/std", "best": "20.64% (n = 1)"}}
     sentences = verdict_bullets(method_verdicts(refs, groups, searched))
-    assert sentences[0].startswith("- **dpsd (label)**: does not reproduce under any of 5 faithful readings run on 2 "
-                                   "teachers (1 seed each); closest 16.31 ± 1.00% (n = 3)")
+    assert sentences[0].startswith("- **dpsd (label)**: does not reproduce under any of 3 of 48 faithful readings run "
+                                   "at teacher lenet5, mean/std (2 teachers in all, 1 seed each); closest 16.31 ± 1.00% "
+                                   "(n = 3)")
     assert sentences[0].endswith("; without privacy (R3) its best faithful reading reaches 20.64% (n = 1).")
     assert "reproduces (reproduces)" not in sentences[1] and "**dpdfd (data)**: reproduces" in sentences[1]
     assert "one seed so far, no verdict" in sentences[2]

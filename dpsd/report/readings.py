@@ -1,22 +1,24 @@
-"""The readings tables (issue 34 items 3-5): per seed method, each ambiguous passage of its paper as a switch,
-the values tried, their accuracy at the design's rung (R3 unless the spec's ``feeds.rung`` names another: DP-DFD,
-which learns without its mechanism, is searched at R5) over runs and seeds, and which value is a faithful reading
-or a repair.
+"""The readings tables: per seed method, each ambiguous passage of its paper as a switch, the values tried, their
+accuracy at the design's rung (R3 unless the spec's ``feeds.rung`` names another: DP-DFD, which learns without its
+mechanism, is searched at R5) over runs and seeds, and which value is a faithful reading, a repair or an ablation.
 
 One source of truth: :data:`SWITCH_SETS` gives, per seed method, its paper's switches (:class:`Switch`): how a
 switch's value is read from a run's resolved config, and for each value the paper's words it follows (quoted, with
 the line of the paper's file in ``../shared/papers/``, or the excerpt's key where only excerpts are held) and
-whether it is a faithful reading of them, a repair beyond the paper, or a substitute for what the paper used and we
-could not run here (its ResNet-34 teacher). DPSD and DPSD-T share DPSD's switches (one paper, the discriminator
-their one difference); FedDPSD has the subset its Alg. 2 leaves open; DPDFD, DP-DFD and DGD have their own. A spec
-of kind ``readings`` (``sweeps/readings_r3.yaml``, ``sweeps/readings_fed_dpsd_r3.yaml``,
-``sweeps/readings_dpdfd_r3.yaml``, ``sweeps/readings_dp_dfd_r5.yaml``, ``sweeps/readings_dgd_r3.yaml``) is a
-fractional factorial of these switches; :func:`main_effects` reads each switch's effect off it as the difference of
-the mean accuracy over the runs at each value (every value appears in half the runs), and :func:`chosen_defaults`
-applies the rule of issue 34 item 5: the faithful run with the best mean accuracy at the default teacher, ties
-(within :data:`TIE` points) to the run with the most literal values, then to the current defaults.
-Everything here formats run figures; no number is typed.
-"""
+whether it is a faithful reading of them, a repair beyond the paper, an ablation of the method (a term taken out,
+as the paper's own ablation tables do), or a substitute for what the paper used and we could not run here (its
+ResNet-34 teacher). DPSD and DPSD-T share DPSD's switches (one paper, the discriminator their one difference);
+FedDPSD has the subset its Alg. 2 leaves open; DPDFD, DP-DFD and DGD have their own.
+
+A spec of kind ``readings`` searches these switches. "Best faithful reading" is a maximum over the faithful
+combinations, which only a search of all of them establishes: the ``sweeps/readings_*_full.yaml`` specs run the full
+factorial of a method's faithful switches at one teacher; the earlier ``sweeps/readings_r3.yaml``,
+``readings_fed_dpsd_r3.yaml``, ``readings_dpdfd_r3.yaml`` and ``readings_dp_dfd_r5.yaml`` were screening fractions,
+whose aliases can hide the combination that wins. Each table says how many of the :func:`faithful_space`
+combinations ran (:func:`coverage`). :func:`main_effects` reads each switch's effect off a design as the difference
+of the mean accuracy over the runs at each value, and :func:`chosen_defaults` applies the default rule: the faithful
+run with the best mean accuracy at the default teacher, ties (within :data:`TIE` points) to the run with the most
+literal values, then to the current defaults. Everything here formats run figures; no number is typed."""
 
 from __future__ import annotations
 
@@ -38,9 +40,14 @@ from dpsd.report.tables import DASH, fmt_mean_std, markdown_table
 from dpsd.report.verdict import count_noun, teacher_text
 
 FAITHFUL, REPAIR, SUBSTITUTE = "faithful", "repair (not in the paper)", "substitute (the paper's ResNet-34 not run)"
+ABLATION = "ablation (not the method)"  # a term of the method taken out, as a paper's ablation table does: no reading
+TEACHER = "teacher"  # the switch that is a substitute, not a reading: outside the space of faithful combinations
 TIE = 2.0  # points: run means closer than this are a tie, which goes to the more literal run
 DEFAULT_RUNG = "R3"  # where a readings design runs unless its spec's feeds.rung says otherwise
 DISCRIMINATOR_METHODS = ("dpsd", "dpsd_t")  # the same loop with the student or the teacher as discriminator
+# Why the default rule judges runs, not main effects: in a fraction a main effect carries the interactions aliased
+# with it; in the full factorial it is the average over the other switches' values, not any one combination.
+ALIASED, AVERAGED = "a main effect here carries interactions", "a main effect averages over the other switches"
 
 
 @dataclass(frozen=True)
@@ -101,7 +108,7 @@ def _entropy_form(per_sample_words: str, batch_mean_words: str) -> Switch:
 
 def _teacher(resnet_words: str) -> Switch:
     """The teacher, a substitute for the paper's ResNet-34 (``resnet_words``: its line), as the readings ran it."""
-    return Switch("teacher", "model/teacher", reader=teacher_text, readings=(
+    return Switch(TEACHER, "model/teacher", reader=teacher_text, readings=(
         Reading("small_cnn, [-1, 1]", SUBSTITUTE, f"{resnet_words}: the harness's small CNN, pixels in [-1, 1]"),
         Reading("lenet5, mean/std", SUBSTITUTE, f"{resnet_words}: DAFL's LeNet-5, MNIST mean/std, 32 px"),
     ))
@@ -139,7 +146,7 @@ DPSD_SWITCHES: tuple[Switch, ...] = (
         Reading("minimize", FAITHFUL, 'l.100 Alg. 1 line 6 "update the generator with w_g(t+1) = w_g(t) - gamma_g '
                 'd(L_s + L_g)/dw_g"', literal=True),
         _ADVERSARIAL,
-        Reading("off", FAITHFUL, "Table VI's ablation of the loss terms"),
+        Reading("off", ABLATION, "Table VI's ablation of the loss terms"),
     )),
     Switch("learning rates", "method.student_lr", reader=_rates, readings=(
         Reading("paper", FAITHFUL, f"{_PAPER_RATES}, on the weights as l.99 Alg. 1 line 5 writes gamma_s", literal=True),
@@ -283,8 +290,8 @@ def _defaults(method: str, dataset: str) -> dict[str, str]:
 def off_default(cfg: DictConfig) -> str:
     """The switches of a seed method's paper a run sets to a faithful reading other than the method's default,
     as overrides (``keep_answer=onehot finetune_eq2=teacher``; "" for none, for a method without switches, and for a
-    repair, which :mod:`dpsd.report.ladder` names as a variant): a run made at a reading before the readings
-    search changed the default stands apart from the default's runs. The teacher is a substitute, not a reading (each
+    repair or an ablation, neither a reading: :mod:`dpsd.report.ladder` names a repair as a variant): a run made at a
+    reading before the readings search changed the default stands apart from the default's runs. The teacher is a substitute, not a reading (each
     ladder names its own); a switch the run does not have (the dash: a noise generator has no output layer) is none."""
     method = str(cfg.method.name)
     if method not in SWITCH_SETS:
@@ -350,6 +357,49 @@ def varied(rows: pd.DataFrame) -> list[Switch]:
     return [s for s in switches_of(rows) if rows[s.name].nunique() > 1]
 
 
+def _judged(switches) -> list[Switch]:
+    """The switches that are readings: all but the teacher, a substitute for the paper's (its ResNet-34)."""
+    return [s for s in switches if s.name != TEACHER]
+
+
+def faithful_space(switches: tuple[Switch, ...]) -> int:
+    """How many faithful combinations a paper's switches admit: the product, over its switches but the teacher, of
+    each one's number of faithful values (a repair or an ablation is not a reading of the method). The space whose
+    maximum is "the best faithful reading" (../shared/DESIGN.md, "Seeds and readings")."""
+    return math.prod(sum(r.kind == FAITHFUL for r in s.readings) for s in _judged(switches))
+
+
+def faithful_combinations(rows: pd.DataFrame) -> dict[str, set[tuple[str, ...]]]:
+    """Per teacher, the distinct faithful combinations ``rows`` ran: each run's values of its switches but the
+    teacher, kept where every one is a faithful reading (runs that two designs share count once)."""
+    judged = _judged(switches_of(rows))
+    found: dict[str, set[tuple[str, ...]]] = {}
+    for _, first in rows.drop_duplicates("group").iterrows():
+        values = tuple(str(first[s.name]) for s in judged)
+        if all(s.reading(v).kind == FAITHFUL for s, v in zip(judged, values)):
+            found.setdefault(str(first[TEACHER]), set()).add(values)
+    return found
+
+
+def coverage(rows: pd.DataFrame) -> dict[str, object]:
+    """How much of its method's :func:`faithful_space` a search of ``rows`` covered: ``combinations`` (N), the
+    distinct faithful combinations run at the search's teacher (the teacher with the most of them; a maximum is over
+    one teacher's runs), ``space`` (M) and that ``teacher``. N = M: the full factorial, no effect aliased."""
+    found = faithful_combinations(rows)
+    teacher = max(found, key=lambda t: len(found[t]), default=str(rows[TEACHER].iloc[0]) if len(rows) else DASH)
+    return {"combinations": len(found.get(teacher, ())), "space": faithful_space(switches_of(rows)), "teacher": teacher}
+
+
+def coverage_sentence(rows: pd.DataFrame) -> str:
+    """``48 of 48 faithful combinations run at teacher lenet5, mean/std (full factorial: no effect aliased).``, or a
+    fraction's ``(a fraction: the maximum is not established)``: a best reading is a maximum over the whole space."""
+    found = coverage(rows)
+    design = ("full factorial: no effect aliased" if found["combinations"] == found["space"]
+              else "a fraction: the maximum is not established")
+    return (f"{found['combinations']} of {found['space']} faithful combinations run at teacher {found['teacher']} "
+            f"({design}).")
+
+
 def main_effects(rows: pd.DataFrame) -> pd.DataFrame:
     """Per varied switch and value: mean ± sample std of the accuracy over the cells (runs x seeds) at that value,
     the runs and cells it rests on, and the effect: the value's mean minus the switch's first value's."""
@@ -386,7 +436,7 @@ def run_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def chosen_defaults(rows: pd.DataFrame, teacher: str, current: dict[str, str] | None = None) -> dict[str, str]:
-    """Issue 34 item 5's rule, on runs: the faithful run (every switch at a faithful value) with the best mean
+    """The default rule, on runs: the faithful run (every switch at a faithful value) with the best mean
     accuracy among the runs at ``teacher`` (the method's default teacher: the teacher is a substitute, not a reading; the
     calibration issue picks it); of the runs within :data:`TIE` points of it, the one with the most literal
     values (the letter of the algorithm box); of equally literal ones, the run at the ``current`` defaults (the
@@ -398,10 +448,10 @@ def chosen_defaults(rows: pd.DataFrame, teacher: str, current: dict[str, str] | 
     fraction a main effect carries two-factor interactions, so the best value of each switch on its own can
     make a combination that was never run (on MNIST, resample's +26 points came from the runs with five
     student steps, a repair)."""
-    judged = [s for s in switches_of(rows) if s.name != "teacher"]
-    shown = [s for s in varied(rows) if s.name != "teacher"]
+    judged = _judged(switches_of(rows))
+    shown = _judged(varied(rows))
     runs = []
-    for _, at in rows[rows["teacher"] == teacher].groupby("group", sort=False):
+    for _, at in rows[rows[TEACHER] == teacher].groupby("group", sort=False):
         first = at.iloc[0]
         readings = [s.reading(first[s.name]) for s in judged]
         if all(r.kind == FAITHFUL for r in readings):
@@ -435,12 +485,13 @@ def interaction_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def search_summary(rows: pd.DataFrame) -> dict[str, object]:
     """What a method's readings search covered: its faithful runs (all values faithful or substitutes), the
-    teachers, the least seeds a run has, where it ran (:func:`rung_words`), and the best faithful run (a
+    teachers, the least seeds a run has, where it ran (:func:`rung_words`), how much of the faithful space
+    (:func:`coverage`: N ``combinations`` of M, the ``space``, at its ``teacher``), and the best faithful run (a
     :func:`run_table` row, or None)."""
     runs = run_table(rows)
     faithful = runs[runs["All faithful"] == "yes"]
-    return {"readings": len(faithful), "teachers": rows["teacher"].nunique(), "where": rung_words(rung_of(rows)),
-            "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0,
+    return {"readings": len(faithful), "teachers": rows[TEACHER].nunique(), "where": rung_words(rung_of(rows)),
+            "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0, **coverage(rows),
             "best_run": faithful.iloc[0] if len(faithful) else None}
 
 
@@ -509,9 +560,10 @@ def control_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str | None,
                       one_at_a_time: bool = False) -> str:
-    """The readings page section: per method the main effects, the runs, the chosen defaults (a fraction), or
-    the changes around the centre (``one_at_a_time``); then the discriminator interaction (DPSD beside DPSD-T) and
-    the controls (the methods that are not a seed method's readings)."""
+    """The readings page section: per method how many of its faithful combinations ran (:func:`coverage_sentence`),
+    and the main effects, the runs and the chosen defaults (a factorial design), or the changes around the centre
+    (``one_at_a_time``); then the discriminator interaction (DPSD beside DPSD-T) and the controls (the methods that
+    are not a seed method's readings)."""
     controls = control_table(rows[~rows["method"].isin(READ_METHODS)])
     rows = rows[rows["method"].isin(READ_METHODS)]
     lines = [f"## {title}", "", design, ""]
@@ -524,7 +576,8 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         if one_at_a_time:
             centre = at[at["group"] == at.iloc[0]["group"]].iloc[0]
             lines += [f"### {method}: one switch at a time around the centre", "",
-                      "Centre: " + ", ".join(f"{s.name} = {centre[s.name]}" for s in switches_of(at)) + ".", "",
+                      "Centre: " + ", ".join(f"{s.name} = {centre[s.name]}" for s in switches_of(at)) + ". "
+                      + coverage_sentence(at), "",
                       _table(centre_table(at)), ""]
             continue
         effects = main_effects(at)
@@ -539,7 +592,7 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         rung = rung_of(at)
         rule = (f"Default by the rule (the faithful run with the best mean {rung} at the default teacher, {teacher}; runs "
                 f"within {TIE:g} points of it go to the one with the most literal values, then to the current defaults; "
-                "runs, not main effects, since a main effect here carries interactions): "
+                f"runs, not main effects, since {ALIASED if counts['combinations'] < counts['space'] else AVERAGED}): "
                 + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + verdict
                 if seeds >= MIN_SEEDS else
                 f"Default by the rule: not chosen yet (a run here has {seeds} seed; the rule needs {MIN_SEEDS} on every "
@@ -548,7 +601,8 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
                   f"The paper's words: {SWITCH_SETS[method].pointers} of `../shared/papers/{SWITCH_SETS[method].paper}`. "
                   f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
                   f"(over {count_noun(counts['teachers'], 'teacher')}), at least {count_noun(counts['seeds'], 'seed')} each. "
-                  + (f"Best faithful run: {best[accuracy_column(at)]}% (n = {best['Seeds']})." if best is not None else ""),
+                  + (f"Best faithful run: {best[accuracy_column(at)]}% (n = {best['Seeds']}). " if best is not None else "")
+                  + coverage_sentence(at),
                   "",
                   _table(effects), "", _table(run_table(at)), "", rule, ""]
     interactions = interaction_table(rows)
@@ -561,7 +615,8 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
 
 def searched(rows: pd.DataFrame) -> dict[str, dict[str, object]]:
     """Per seed method of a readings design: the faithful readings run, teachers, least seeds per run, the rung,
-    and its best faithful run's accuracy there (mean ± std, n): what a method's verdict sentence says was searched."""
+    N of M faithful combinations run at the search's teacher (:func:`coverage`), and its best faithful run's accuracy
+    there (mean ± std, n): what a method's verdict sentence says was searched."""
     out: dict[str, dict[str, object]] = {}
     for method in READ_METHODS:
         at = rows[rows["method"] == method]

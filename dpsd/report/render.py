@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import compose, resolve_paths
+from dpsd.config import compose, config_hash, resolve_paths
 from dpsd.errors import ConfigError
 from dpsd.report import figures, formats, ladder, readings, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
@@ -238,7 +238,7 @@ def _render_readings(spec: Spec, stem: str, frame, scale_line: str, out: Path, s
     design = rows[rows["method"].isin(readings.READ_METHODS)]
     one_at_a_time = spec.feeds.get("layout") == "one_at_a_time"
     png = (readings.effects_figure(design, caption, out / "figures" / f"{stem}.png")
-           if len(design) and not one_at_a_time else None)
+           if readings.varied(design) and not one_at_a_time else None)  # no effects to plot before a switch varies
     if png is not None:
         section.figures.append((png.relative_to(out).as_posix(), caption))
     section.markdown = readings.readings_markdown(title, rows, str(spec.feeds.get("design", "")),
@@ -336,18 +336,26 @@ def headline_verdicts(specs_dir: Path, overrides: Sequence[str], runs, reference
 
 
 def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
-    """What the readings specs in ``specs_dir`` (``feeds.kind: readings``, run at their own budget) covered per
-    seed method, for the verdict sentences (:func:`dpsd.report.readings.searched`); empty where none has run."""
+    """What the readings specs in ``specs_dir`` (``feeds.kind: readings``, run at their own budget; not one whose
+    ``feeds.axis`` names a budget axis of one reading) covered per seed method, for the verdict sentences (:func:`dpsd.report.readings.searched`); empty where none has run."""
     rows = []
     for path in sorted(Path(specs_dir).glob("*.yaml")):
         spec = load_spec(path)
-        if spec.feeds.get("kind") != "readings":
+        if spec.feeds.get("kind") != "readings" or spec.feeds.get("axis"):  # an axis of one reading is no search
             continue
         pairs = expand_configs(spec, "smoke", list(overrides))
         frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs)
+        frame["group"] = [run_hash(cfg) for _, cfg in pairs]
         rows.append(readings.seed_rows(frame, readings.spec_rung(spec.feeds)))
-    # a run two designs share (the centre of a one-at-a-time design is a factorial cell) counts once
+    # a run two designs share (the centre of a one-at-a-time design is a factorial cell, a fraction's run a full
+    # factorial's) counts once, with every seed either ran
     return readings.searched(pd.concat(rows, ignore_index=True).drop_duplicates(["config_hash", "seed"])) if rows else {}
+
+
+def run_hash(cfg: DictConfig) -> str:
+    """A run's identity over its seeds: the hash of its config with the seed left out. Two designs name one run by
+    different cell labels (and two runs by one label where their bases differ); their configs tell them apart."""
+    return config_hash(OmegaConf.merge(cfg, {"seed": 0}))
 
 
 def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site.Section], title: str) -> Path:

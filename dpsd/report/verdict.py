@@ -106,11 +106,12 @@ def _stated(ref: pd.Series, group: pd.Series | None) -> str:
 
 
 def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str, dict] | None = None) -> dict[str, str]:
-    """One verdict per paper method and privacy mode (issue 34 item 7), keyed ``method (mode)`` as the ladder names
+    """One verdict per paper method and privacy mode, keyed ``method (mode)`` as the ladder names
     its sections (:func:`verdict_bullets` lists them), from the runs, each row judged as the
     scoreboard judges it (:func:`dpsd.report.scoreboard.row_outcome`): "reproduces" where a row is met within 2
-    points (or exceeded) with at least two seeds; "does not reproduce under any of N faithful readings run on M
-    teachers (S seeds each)" with the closest row where every seeded row falls short (``searched``:
+    points (or exceeded) with at least two seeds; "does not reproduce under any of N of M faithful readings run at
+    teacher T (K teachers in all, S seeds each)" (N of the M faithful combinations of the method's switches, at the
+    search's teacher) with the closest row where every seeded row falls short (``searched``:
     :func:`dpsd.report.readings.searched`; without it, the harness's one reading); "one seed so far" where no row
     has two seeds; "not run" where nothing ran."""
     found: dict[tuple[str, str], list] = {}
@@ -135,8 +136,9 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
         elif short:
             ref, _, _, group = max(short, key=lambda item: item[2])
             search = (searched or {}).get(method)
-            coverage = (f"any of {count_noun(search['readings'], 'faithful reading')} run on "
-                        f"{count_noun(search['teachers'], 'teacher')} ({count_noun(search['seeds'], 'seed')} each)"
+            coverage = (f"any of {search['combinations']} of {count_noun(search['space'], 'faithful reading')} run at "
+                        f"teacher {search['teacher']} ({count_noun(search['teachers'], 'teacher')} in all, "
+                        f"{count_noun(search['seeds'], 'seed')} each)"
                         if search else "the harness's one reading (no readings search run for it)")
             text = f"does not reproduce under {coverage}; closest {_stated(ref, group)}"
             if search:
