@@ -53,6 +53,13 @@ def teacher_labels(ctx, release_count: int, relation: str = "replace_record"):
     return noisy
 
 
+def trained_on_images(ctx, labels):
+    """The student on the private images with ``labels``, the images release recorded."""
+    ctx.ledger.record(IMAGES)
+    student, _ = train_student(ctx, RelabelledSplit(ctx.data.train, labels))
+    return RunResult(student=student, ledger=ctx.ledger)
+
+
 class Forgets(LP1ST):
     """``fit`` never records its randomized-response release (the plan does)."""
 
@@ -72,10 +79,7 @@ class RawLabels(LP1ST):
         return ledger
 
     def fit(self, ctx):
-        ctx.ledger.record(IMAGES)
-        labels = torch.as_tensor(split_labels(ctx.data.train))
-        student, _ = train_student(ctx, RelabelledSplit(ctx.data.train, labels))
-        return RunResult(student=student, ledger=ctx.ledger)
+        return trained_on_images(ctx, torch.as_tensor(split_labels(ctx.data.train)))
 
 
 class OneRelease(LP1ST):
@@ -89,10 +93,7 @@ class OneRelease(LP1ST):
         return ledger
 
     def fit(self, ctx):
-        noisy = teacher_labels(ctx, release_count=1)
-        ctx.ledger.record(IMAGES)
-        student, _ = train_student(ctx, RelabelledSplit(ctx.data.train, noisy))
-        return RunResult(student=student, ledger=ctx.ledger)
+        return trained_on_images(ctx, teacher_labels(ctx, release_count=1))
 
 
 class PlanDiffers(OneRelease):
@@ -134,9 +135,7 @@ class TwoPasses(LP1ST):
                                                       release="once")
         mechanisms.randomized_response(sealed_labels(ctx.data.train), classes, epsilon, ctx.rng, release="once")
         ctx.ledger.record(event)
-        ctx.ledger.record(IMAGES)
-        student, _ = train_student(ctx, RelabelledSplit(ctx.data.train, noisy))
-        return RunResult(student=student, ledger=ctx.ledger)
+        return trained_on_images(ctx, noisy)
 
 
 PLANTED = {
