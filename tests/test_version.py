@@ -191,6 +191,26 @@ def test_the_retag_tool_updates_the_store_and_the_archive(tmp_path, monkeypatch,
     assert f"dgd {old}: today's {method_code_version('dgd')} (vouched by aaa)" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("store", ["none", "empty"])
+def test_the_retag_tool_retags_archive_rows_a_store_does_not_hold(tmp_path, monkeypatch, store):
+    """A fresh clone has no store, and `dpsd pages` makes an empty one: the archive's rows whose method version is
+    vouched for by --result-neutral-since get today's version either way (the version names its method)."""
+    tool = load_tool("retag_code_version")
+    results = tmp_path / "results"
+    results.mkdir()
+    if store == "empty":
+        MlflowClient(f"sqlite:///{results / 'mlflow.db'}").create_experiment("dpsd")
+    old, other = "0.0.1+dgd.0123456789ab", "0.0.1+pate.0123456789ab"
+    archive = tmp_path / "runs.csv"
+    rows = [{column: "" for column in RUN_COLUMNS} | {
+        "config_hash": name, "run_id": name, "status": "FINISHED", "cell_status": "done", "code_version": version,
+        "start_time": pd.Timestamp("2026-11-24T00:00:00+00:00"), "accuracy": 0.5} for name, version in (("a", old), ("b", other))]
+    write_archive(pd.DataFrame(rows), archive)
+    monkeypatch.setattr(tool, "result_neutral", lambda commit, methods: {(old, "dgd"): f"result-neutral since {commit}"})
+    tool.main(["--results-dir", str(results), "--archive", str(archive), "--result-neutral-since", "abc1234"])
+    assert read_archive(archive)["code_version"].tolist() == [method_code_version("dgd"), other]
+
+
 def test_result_neutral_vouches_only_for_methods_whose_smoke_runs_compute_the_same_numbers(monkeypatch, capsys):
     """--result-neutral-since: a method whose code changed is vouched for where its smoke runs at the commit and
     here agree in every metric but the wall times; one whose numbers differ, or whose run fails, is not."""

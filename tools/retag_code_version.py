@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
                                          for run_id in rows.loc[hit, "run_id"]]
         write_archive(rows, args.archive)
         print(f"retagged {int(hit.sum())} rows of {args.archive}")
+        # rows whose runs the store does not hold (a store made afresh, e.g. by `dpsd pages`): by their version
+        retag_archive(args.archive, vouched, dry_run=False)
 
 
 if __name__ == "__main__":
