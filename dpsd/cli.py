@@ -468,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     except Fault as err:
         print(f"dpsd {args.command}: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; a checkpointed run keeps its last checkpoint
+        print(f"dpsd {args.command}: interrupted; nothing recorded (a run with checkpoint.every_steps resumes from "
+              "its last checkpoint when started again)", file=sys.stderr)
+        return 130
     return status or 0
 
 

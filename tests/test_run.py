@@ -116,6 +116,27 @@ def test_bad_overrides_stop_with_one_line(overrides, expected, capsys):
     assert len(err.splitlines()) == 1
 
 
+@pytest.mark.parametrize("overrides", [["+method.epochz=3"], ["++method.epochz=3"], ["++method.stages=3"]])
+def test_a_method_key_the_method_does_not_have_is_refused_with_or_without_plus(overrides, capsys):
+    """`dpsd run` (one run): an added key the chosen method does not declare would be ignored; it is refused,
+    whether no method has it (a typo) or another method does (DP-DFD's stages on DPSD)."""
+    assert main(["run", "method=dpsd", *overrides]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "method 'dpsd' has no such setting" in err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
+    import dpsd.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "run", interrupted)
+    assert main(["run"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dpsd run: interrupted; nothing recorded") and len(err.splitlines()) == 1
+
+
 def test_a_data_root_without_data_names_the_files_expected(tmp_path, capsys):
     assert main(["run", "dataset=mnist", f"data.root={tmp_path}", f"results_dir={tmp_path}"]) == 2
     err = capsys.readouterr().err.strip()
