@@ -1,4 +1,4 @@
-"""``kd_data``: the ladder's rung R1 (DESIGN.md "The ladder", issue 13) — knowledge distillation on
+"""``kd_data``: the ladder's rung R1 (DESIGN.md "The ladder") — knowledge distillation on
 the private data itself.
 
 The same student as the data-free methods learns the teacher's soft outputs (Hinton et al. 2015, at

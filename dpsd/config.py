@@ -227,7 +227,7 @@ def _declared(config: type, node: DictConfig) -> dict:
 
 
 def switch_noise_off(cfg: DictConfig) -> DictConfig:
-    """``privacy.noiseless=true`` (the ladder's R4, issue 13): every noise parameter of the method's
+    """``privacy.noiseless=true`` (the ladder's R4): every noise parameter of the method's
     mechanisms (its ``Method.noise_off``: e.g. privacy.query_epsilon = inf, privacy.sigma = 0) is set
     to its no-noise value, so the logged config, the mechanism and both ledgers all say what ran:
     the structure (top-k, normalisation, output step, the student prior) with no noise, eps = inf."""
@@ -333,9 +333,9 @@ _ADDED_AT_HISTORICAL_VALUE = {
     ("model", "generator", "output"): "tanh",
     ("model", "generator", "block_bn_eps"): 1e-5,
     ("method", "dkd_temperature"): 4.0,
-    ("method", "update_order"): "student_first",  # DPSD's loop (issue 34); DAFL's own values are joint | sequential
+    ("method", "update_order"): "student_first",  # DPSD's loop; DAFL's own values are joint | sequential
 }
-# ``method.dkd_temperature`` (issue 34) came with a change of what ``distillation_loss=dkd`` computes (Eq. (2) as
+# ``method.dkd_temperature`` came with a change of what ``distillation_loss=dkd`` computes (Eq. (2) as
 # printed before, Zhao et al.'s DKD since). A change of what code computes is what staleness is for: the cells keep
 # their keys, and every run recorded before is STALE (``dpsd/losses.py`` is in each such method's code closure,
 # dpsd/version.py), listed by --dry-run, marked in every table and verdict, re-run with --rerun-stale. Re-keying

@@ -87,7 +87,7 @@ def dkd_as_printed_loss(student_logits: Tensor, teacher_probs: Tensor, lam: floa
     *own* complement 1 - p_.,j where DKD ([88]) normalises the non-target distribution by the target's
     1 - p_.,r: it is not a divergence. It can be negative, and at student = teacher it is 0 while its
     gradient is not (tests/test_losses.py), so a descent step moves a matching student away. Every run
-    recorded as ``dkd`` before issue 34 computed this.
+    recorded as ``dkd`` before ``method.dkd_temperature`` existed computed this.
     """
     # 1 - 1e-8 rounds to 1 in float32: a one-hot or saturated teacher (p_t,r = 1) made l_tc and l_nc NaN
     eps = max(_EPS, torch.finfo(teacher_probs.dtype).eps)

@@ -1,4 +1,4 @@
-"""The code version a result was produced by (issue 15, item 4).
+"""The code version a result was produced by.
 
 ``code_version()`` is the package version plus a hash of what the result-producing Python sources
 *mean*: each module's syntax tree without docstrings, and the parsed ``pyproject.toml`` less its ``[tool]``

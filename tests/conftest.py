@@ -52,7 +52,7 @@ def run_as_planned():
     """Run a config end to end and check that the ledger it filled is the one ``privacy_report``
     planned: the same figures, and the events the run's mechanism calls realised (each mechanism
     returns the event of the noise it actually added) equal to the events the plan predicts from
-    the config (issue 17, item 2: code and ledger cannot drift apart).
+    the config (so that code and ledger cannot drift apart).
 
     Returns ``(metrics, ledger)`` of the run for further checks.
     """

@@ -545,7 +545,7 @@ def test_an_unknown_event_is_refused():
 
 
 def test_the_releases_decide_the_neighbouring_relation():
-    """Issue 36, item 3: no ledger declares its relation; what it records decides it."""
+    """No ledger declares its relation; what it records decides it."""
     assert Ledger().summary(DELTA)["neighbouring"] == "replace_record"
     with pytest.raises(ConfigError, match="relation must be one of"):
         GaussianRelease(1.0, 2.0, relation="replace_one")

@@ -1,5 +1,5 @@
 """The runs archive keeps every completed run once, flags the superseded ones, names each cell's overrides,
-and counts as done for a sweep on a fresh checkout (issue 35 items 4 and 5)."""
+and counts as done for a sweep on a fresh checkout."""
 
 from __future__ import annotations
 

@@ -111,7 +111,7 @@ def test_audit_of_an_unprotected_release_stops_with_one_line(capsys):
     assert len(err.splitlines()) == 1
 
 
-# ---------------------------------------------------------------- the method's own code path (issue 15 item 6)
+# ---------------------------------------------------------------- the method's own code path
 
 
 def code_audit(*overrides, releases=1):

@@ -1,4 +1,4 @@
-"""The one-run canary audit (issue 15 item 7): the bound against the paper's closed forms and,
+"""The one-run canary audit: the bound against the paper's closed forms and,
 when installed, DeepMind jax_privacy's CanaryScoreAuditor; the pipeline on digits."""
 
 import importlib

@@ -1,4 +1,4 @@
-"""Every run id and every number cited as "in results/runs.csv" is in the archive (issue 35 item 4)."""
+"""Every run id and every number cited as "in results/runs.csv" is in the archive."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def test_a_baseline_run_is_recorded_in_mlflow(results_dir):
 
 
 def test_a_label_dp_adapter_that_trains_on_the_private_images_without_saying_so_is_refused(results_dir, monkeypatch):
-    """Issue 36, item 3 (the false-epsilon trap): LP-1ST without its PrivateImagesRelease would report
+    """The false-epsilon trap: LP-1ST without its PrivateImagesRelease would report
     the randomized response's epsilon under replace_record while its student holds the raw images.
     The run watches the private split and stops it in one line naming the release to record."""
     from baselines.lp1st import IMAGES, LP1ST

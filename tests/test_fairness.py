@@ -1,4 +1,4 @@
-"""Fair comparisons (issue 36, item 2): cells one table compares share the budget their spec does not
+"""Fair comparisons: cells one table compares share the budget their spec does not
 vary; a planted mismatch is named, in the warning `dpsd sweep` prints and in the table's row."""
 
 import pandas as pd

@@ -1,4 +1,4 @@
-"""Faults of one run, each ending in one line (issue 16): a tracking server that does not answer
+"""Faults of one run, each ending in one line: a tracking server that does not answer
 (before the run, or only once it has finished: the local fallback store and `dpsd sync`), a device
 that is not there, a truncated teacher cache, a NaN loss."""
 

@@ -1,4 +1,4 @@
-"""The ladder's rung switches (issue 13, DESIGN.md "The ladder"), each for every seed method.
+"""The ladder's rung switches (DESIGN.md "The ladder"), each for every seed method.
 
 R1 ``method=kd_data``, R2 ``model/generator=gaussian_noise``, R3 ``privacy=none``, R4
 ``privacy.noiseless=true`` and the query axis ``method.steps_per_iteration``: each composes for

@@ -70,7 +70,7 @@ def edited(name: str, edit) -> DictConfig:
     (lambda node: node.__setitem__("name", "label_smooth"), "conf/method/lp1st.yaml sets name: label_smooth"),
 ])
 def test_a_yaml_that_disagrees_with_its_dataclass_stops_in_one_line_naming_the_key(edit, says):
-    """Issue 36, item 5: what `dpsd run` composes is checked, not only this test's walk."""
+    """What `dpsd run` composes is checked, not only this test's walk."""
     with pytest.raises(ConfigError) as err:
         check_method_node(edited("lp1st", edit), "lp1st")
     assert says in str(err.value) and "\n" not in str(err.value)

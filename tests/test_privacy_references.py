@@ -1,5 +1,5 @@
 """Independent references for every accountant path, and each mechanism's output tested against the
-event it returns (issue 15 items 6 and 8: a planted bug in the noise, epsilon, sensitivity, sampling
+event it returns (a planted bug in the noise, epsilon, sensitivity, sampling
 rate or count must fail a test).
 
 References are computed here from closed forms or by dp-accounting's own accountants called

@@ -190,7 +190,7 @@ def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_
         assert row["δ"] == "1e-05"
     data_row = next(v for k, v in by_row.items() if k[0].startswith("DPSD (data)"))
     assert data_row["Reproduced"] == "—"  # the label cells do not stand in for the data-sensitive row
-    # a method the harness does not implement is context, never a comparison row (issue 35)
+    # a method the harness does not implement is context, never a comparison row
     assert not any(k[0].startswith("DP-GAN") for k in by_row)
     context_header, *context_rows = table_rows(context)
     assert context_header == ["Row", "Dataset", "ε", "Reported"]
@@ -392,7 +392,7 @@ def test_a_log_x_axis_is_labelled_at_the_plotted_values_without_overlapping_mino
 
 
 def test_a_curve_never_mixes_two_neighbouring_relations():
-    """Issue 15 item 1: runs under two relations on one dataset give two panels (accuracy and ε), each
+    """Runs under two relations on one dataset give two panels (accuracy and ε), each
     titled with its relation and holding only that relation's lines; the paper's point goes beside
     its own method only. A dataset whose runs state one relation keeps a single panel."""
 

@@ -1,4 +1,4 @@
-"""`dpsd report` for the ladder and the query-budget axis (issue 13), from real tiny digits runs.
+"""`dpsd report` for the ladder and the query-budget axis, from real tiny digits runs.
 
 A tiny ladder spec (R0..R5 of DPSD label, plus the RRWithPrior variant's R5) and a tiny query-budget spec
 (DPSD's R3 at 1 and 2 steps per iteration, R4 at 1) run through ``run_experiment``, tagged as sweep trials.

@@ -185,7 +185,7 @@ def test_the_summary_prints_each_kind_of_unprotected_release_once_with_its_count
 
 
 def test_the_quickstart_table_says_non_private_where_runs_recorded_none_tags():
-    """Runs record an absent claim as the tag ``"None"``; the quickstart table must not print it (issue 35)."""
+    """Runs record an absent claim as the tag ``"None"``; the quickstart table must not print it."""
     from dpsd.quickstart import claim_text
 
     unclaimed = {"claimed_notion": "None", "claimed_source": "None"}

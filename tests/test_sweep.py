@@ -139,7 +139,7 @@ def test_config_hash_ignores_where_not_what(tmp_path):
 def test_cells_recorded_with_the_printed_dkd_keep_their_hash_and_their_runs_are_stale():
     """Runs recorded as distillation_loss=dkd before method.dkd_temperature existed computed Eq. (2) as printed.
     The cell keeps its key at the default temperature (its label-mode and kd runs computed what they compute now),
-    and every such run is stale because the loss module is in the method's code version (issue 34); another
+    and every such run is stale because the loss module is in the method's code version; another
     temperature is another cell."""
     from dpsd.version import DRIVER, _checkout_files, closure, method_module
 
@@ -198,7 +198,7 @@ def test_dry_run_lists_done_to_run_and_data_absent(tmp_path):
 
 
 def test_a_cell_recorded_by_other_code_is_stale_listed_and_rerun_only_on_request(tmp_path):
-    """Issue 15 item 4: a FINISHED cell whose runs carry another code version of its method (or none:
+    """A FINISHED cell whose runs carry another code version of its method (or none:
     recorded before method versions were tagged, with the whole tree's only) is stale, not done; the
     default neither re-runs it nor counts it done (a typo fix costs no re-runs); --rerun-stale puts it
     back to run; the report marks it."""
@@ -480,7 +480,7 @@ def test_sweep_on_a_two_node_ray_cluster(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Faults (issue 16): atomic claims, failed cells, two drivers, a tracking server that dies, loopback
+# Faults: atomic claims, failed cells, two drivers, a tracking server that dies, loopback
 
 
 def test_claims_are_atomic_and_a_dead_drivers_claim_is_taken_over(tmp_path):
@@ -710,7 +710,7 @@ def test_an_on_demand_spec_runs_at_its_own_budget_without_the_shared_smoke_list_
 
 
 def test_a_sweep_warns_before_it_runs_cells_whose_budgets_differ(tmp_path, capsys):
-    """Issue 36, item 2: cells compared in one table at different budgets on a key the spec does not
+    """Cells compared in one table at different budgets on a key the spec does not
     vary (LP-1ST's smoke epoch against DP-SGD's 0.1) are named before anything runs, and kept in the
     summary; varying the key in the spec makes the difference the point of the table."""
     results = [f"results_dir={tmp_path / 'results'}"]
@@ -725,7 +725,7 @@ def test_a_sweep_warns_before_it_runs_cells_whose_budgets_differ(tmp_path, capsy
 
 
 def test_a_sweep_ends_with_each_cells_method_accuracy_and_both_ledgers():
-    """Issue 36, item 4: the summary prints the recorded figures, not Ray's table of config hashes."""
+    """The summary prints the recorded figures, not Ray's table of config hashes."""
     from dpsd.sweep.spec import Cell
     from dpsd.sweep.summary import format_summary, summarize
 

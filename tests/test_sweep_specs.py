@@ -26,8 +26,8 @@ SPECS = sorted((REPO / "sweeps").glob("*.yaml"))
 REFERENCE = REPO / "results" / "reference" / "papers.csv"
 KEYS = set(SPEC_KEYS)
 PAPERS = {"dpsd", "dpdfd", "dp_dfd", "dgd", "dafl"}  # dafl: the public anchor (DAFL Table 1)
-STUDIES = {"ladder", "query_budget", "readings"}  # kinds of our own studies (issue 13): every method, no one paper
-BENCHMARKS = {"headline", "quickstart"}  # tables over several papers (issue 14): no one paper
+STUDIES = {"ladder", "query_budget", "readings"}  # kinds of our own studies: every method, no one paper
+BENCHMARKS = {"headline", "quickstart"}  # tables over several papers: no one paper
 # every table, figure and ablation the issue names has a spec feeding it
 REQUIRED_IDS = ({f"DPSD Table {n}" for n in ("I", "II", "III", "IV", "V", "VI")}
                 | {f"DPSD Fig. {n}" for n in (4, 5, 6, 9)}
@@ -243,7 +243,7 @@ STUDY = {"name": "label_rr_study", "paper": None, "seeds": [0, 1],
 
 
 def test_a_study_of_ones_own_outside_sweeps_passes_the_spec_checks(tmp_path):
-    """Issue 36, item 4: `paper: null` with `reference: none`, anywhere on disk, passes every check the
+    """`paper: null` with `reference: none`, anywhere on disk, passes every check the
     repository's specs pass, and gets the package's shared smoke list (not a common/ beside it)."""
     path = tmp_path / "elsewhere" / "label_rr_study.yaml"
     path.parent.mkdir()

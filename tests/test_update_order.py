@@ -1,4 +1,4 @@
-"""DPSD's update order (issue 34 item 3): Alg. 1's student-first iteration against §III-B's generator-first one."""
+"""DPSD's update order: Alg. 1's student-first iteration against §III-B's generator-first one."""
 
 import pytest
 

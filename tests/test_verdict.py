@@ -1,5 +1,5 @@
 """The reviewer's page: README's verdict and the headline page are regenerated from the archive alone (a fresh
-clone with an empty store), the frontier is drawn, and an empty table says so (issue 35)."""
+clone with an empty store), the frontier is drawn, and an empty table says so."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every run id and every number cited as "in results/runs.csv" must be in the archive (issue 35).
+"""Every run id and every number cited as "in results/runs.csv" must be in the archive.
 
 Reads README.md, docs/*.md and the YAML comments under dpsd/conf/ and sweeps/, and lists each citation the
 runs archive does not hold:

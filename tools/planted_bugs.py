@@ -1,5 +1,5 @@
-"""Plant each bug issue 15 lists (and the like) in a scratch copy of the tree and name the test that
-catches it (issue 15, item 8).
+"""Plant each privacy bug of the list below (a wrong noise, epsilon, sensitivity, sampling rate or count, and the
+like) in a scratch copy of the tree and name the test that catches it.
 
     python tools/planted_bugs.py [--only NAME ...]
 

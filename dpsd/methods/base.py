@@ -165,7 +165,7 @@ class Method:
     @staticmethod
     def total_steps(cfg: DictConfig) -> int:
         """Steps a run takes (the progress bar's length): ``method.iterations`` T times
-        ``method.steps_per_iteration`` s (issue 13: an iteration read as s steps; 1 where a method has no s)."""
+        ``method.steps_per_iteration`` s (an iteration read as s steps; 1 where a method has no s)."""
         return int(cfg.method.iterations) * int(cfg.method.get("steps_per_iteration", 1))
 
     def fit(self, ctx: RunContext) -> RunResult:

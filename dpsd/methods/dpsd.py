@@ -174,7 +174,7 @@ def plan_dpsd_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
 
 
 def output_step_note(cfg: DictConfig, ledger: Ledger) -> None:
-    """Marks the repair ``method.output_step_scale=inverse_bound`` (issue 13 item 5) in the ledger:
+    """Marks the repair ``method.output_step_scale=inverse_bound`` in the ledger:
     post-processing of the same release, so both ledgers are unchanged."""
     if cfg.method.output_step_scale == "inverse_bound" and cfg.privacy.mode == "data":
         ledger.notes.append("method.output_step_scale=inverse_bound: Eq. (3)'s step taken as gamma_s / beta on the "

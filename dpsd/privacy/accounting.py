@@ -383,7 +383,7 @@ class Ledger:
     def check_image_use(self, method: str, images_read: bool) -> None:
         """Stop a run of ``method`` that read the private images (``images_read``, watched by the
         runner) with no release covering them: its eps_rigorous would be finite while the student
-        holds the raw images (issue 36's trap)."""
+        holds the raw images (the false-epsilon trap)."""
         if images_read and not self.covers_image_use():
             claim = f", and its claim {self.claim.notion} needs the label relation" if self.claim else ""
             raise ConfigError(

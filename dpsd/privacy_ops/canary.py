@@ -1,4 +1,4 @@
-"""End-to-end one-run audit (issue 15, item 7): Steinke, Nasr & Jagielski, NeurIPS 2023, "Privacy
+"""End-to-end one-run audit: Steinke, Nasr & Jagielski, NeurIPS 2023, "Privacy
 Auditing with One (1) Training Run" (arXiv:2305.08846).
 
 ``dpsd audit run [overrides] --canaries m``:

@@ -1,4 +1,4 @@
-"""Model audit: membership inference against a finished run's released models (issue 5, §4).
+"""Model audit: membership inference against a finished run's released models.
 
 ``dpsd audit model <run id | artifact folder>`` asks how well an attacker can tell the private
 training records (members) from records the run never trained on (non-members):

@@ -46,8 +46,8 @@ MARKERS = ("D", "s", "^", "v", "P", "X", "*", "h")
 
 def panels(groups: pd.DataFrame) -> list[tuple[str, str | None]]:
     """The figure's panels: one per dataset and neighbouring relation of its finished runs, so that no
-    curve or ε axis mixes two relations (an ε is only meaningful with its relation: DESIGN.md, issue 15
-    item 1); a dataset without finished runs (or with runs that state no relation) keeps one panel,
+    curve or ε axis mixes two relations (an ε is only meaningful with its relation: DESIGN.md); a dataset
+    without finished runs (or with runs that state no relation) keeps one panel,
     relation ``None``. A group whose seeds stated two relations (``"label replace_record"``) is a
     relation of its own."""
     found = []

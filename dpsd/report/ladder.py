@@ -1,4 +1,4 @@
-"""The ladder and the query-budget axis (issue 13; DESIGN.md "The ladder"), from a spec's cell groups.
+"""The ladder and the query-budget axis (DESIGN.md "The ladder"), from a spec's cell groups.
 
 A run's rung is read from its resolved config, never from a label typed in a spec: R0 ``method=teacher``,
 R1 ``method=kd_data``, R2 ``model/generator=gaussian_noise`` (no mechanism), R3 ``privacy=none``, R4

@@ -1,7 +1,7 @@
 """Fair comparisons: the cells one table compares share the budget their spec does not vary.
 
 A new method without a ``method_scale/<scale>/<name>.yaml`` runs its YAML's budget against its
-neighbours' scaled one (issue 36: 10 epochs against LP-1ST's 1 at smoke scale, a 46-point "win").
+neighbours' scaled one (as once happened: 10 epochs against LP-1ST's 1 at smoke scale, a 46-point "win").
 :func:`budget_differences` finds such cells from their resolved configs: for every budget key in
 :data:`BUDGET_KEYS` that the spec does not vary (its grid, its cells' overrides), cells that set the
 key must agree; where they do not, each such cell gets a note naming the key and the values.
