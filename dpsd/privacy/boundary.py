@@ -9,9 +9,11 @@ they counted (:class:`Accesses`) with the releases the method recorded and with 
 
 What counts as covered (every event is w.r.t. one private record, :mod:`dpsd.privacy.events`):
 
-* **teacher answers** (inputs a full-data teacher answered): each may change with any one record, so the releases
-  stated under ``replace_record`` must count at least as many answers; an unprotected release covers all (its
-  epsilon is infinite already);
+* **the plan**: the releases a run records are within its ``plan_ledger``: no kind it lacks, no more of any kind (a
+  plan may bound the run from above, never below);
+* **teacher answers** (inputs a full-data teacher answered): each may change with any one record, so the randomized
+  responses stated under ``replace_record`` must count at least as many answers, or a Gaussian or Laplace release
+  must privatise their aggregate; an unprotected release covers all (its epsilon is infinite already);
 * **a partition teacher's answers** (an ensemble member trained on one of disjoint partitions): releases under
   ``teacher_partition`` count at least as many as the most any member answered; ``teacher_partition`` releases
   with no member trained on a disjoint partition are a relation the facts do not support;
@@ -28,6 +30,7 @@ something about it.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -110,6 +113,24 @@ def _merged(events: list[PrivacyEvent]) -> Counter:
     return Counter({key: count for key, count in merged.items() if count})
 
 
+def _answers_covered(events: list[PrivacyEvent], relation: str) -> float:
+    """How many teacher answers the releases under ``relation`` cover. Randomized response privatises one answer
+    a release, so it covers its count; a Gaussian or Laplace release may privatise a noisy aggregate of many answers
+    (a batch's mean output gradient, a vote over an ensemble's answers), so where one is recorded the answers are
+    covered whatever their number: the accountant charges the aggregate's sensitivity, not an answer count."""
+    if any(isinstance(e, (GaussianRelease, LaplaceRelease)) and e.relation == relation and e.count for e in events):
+        return math.inf
+    return _counts(events, (RandomizedResponseRelease,), relation)
+
+
+def _within(events: list[PrivacyEvent], planned: list[PrivacyEvent]) -> bool:
+    """Whether the releases a run recorded are within its plan: no kind the plan lacks, no more of any kind. A plan
+    may bound the run from above (Confident-GNMax charges every query in the plan, the answered ones in the run):
+    ``dpsd privacy-report`` then overstates the run's epsilon, never understates it."""
+    recorded, bound = _merged(events), _merged(planned)
+    return all(count <= bound.get(key, 0) for key, count in recorded.items())
+
+
 def _disjoint(partitions: list[list[int]]) -> bool:
     seen: set[int] = set()
     for part in partitions:
@@ -128,23 +149,25 @@ def reconcile(method: str, accesses: Accesses, events: list[PrivacyEvent], plann
     shortfalls: list[str] = []
     # eps_rigorous is infinite already: an unprotected release, or no release at all (the accountants fail closed)
     unprotected = not events or any(isinstance(event, UnprotectedRelease) and event.count for event in events)
-    if planned is not None and _merged(events) != _merged(planned):
+    if planned is not None and not _within(events, planned):
         shortfalls.append(f"method {method!r}: its plan_ledger plans {_described(planned)} but fit recorded "
                           f"{_described(events)}")
-    covered = _counts(events, ANSWER_RELEASES, "replace_record")
+    covered = _answers_covered(events, "replace_record")
     if accesses.teacher_answers > covered and not unprotected:
         shortfalls.append(f"method {method!r}: the teacher answered {accesses.teacher_answers} inputs, but the "
-                          f"releases under replace_record count {covered}: record the mechanism's event for every "
-                          "answer (a RandomizedResponseRelease, GaussianRelease or LaplaceRelease with count = answers)")
+                          f"releases under replace_record cover {covered}: record the mechanism's event for every "
+                          "answer (a RandomizedResponseRelease with count = answers, or the Gaussian or Laplace "
+                          "release of their noisy aggregate)")
     partition_events = _counts(events, ANSWER_RELEASES, "teacher_partition")
     if partition_events and not (accesses.partitions and _disjoint(accesses.partitions)):
         shortfalls.append(f"method {method!r}: {partition_events} releases are stated under teacher_partition, but no "
                           "teacher of this run was trained on a disjoint partition of the private split (the runner "
                           "trains ensemble members through dpsd.ensembles): state them under replace_record")
     most = max(accesses.member_answers.values(), default=0)
-    if most > partition_events + covered and not unprotected:
+    members_covered = _answers_covered(events, "teacher_partition") + covered
+    if most > members_covered and not unprotected:
         shortfalls.append(f"method {method!r}: an ensemble member answered {most} inputs, but the releases of its "
-                          f"answers count {partition_events + covered}")
+                          f"answers cover {members_covered}")
     shortfalls += _label_shortfalls(method, accesses, events, unprotected)
     if accesses.image_reads.any() and not covers_images:
         shortfalls.append(f"method {method!r} read the private images, but no release covers them: record "
