@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The calibration runs that need a GPU, as one command on a lent GPU machine:
+# The calibration runs that need a GPU, as one command on a GPU machine:
 #   * DAFL Table 1's DAFL row at DAFL's budget (sweeps/dafl_table1.yaml, scale=paper: 200 epochs of 120
 #     iterations of 512), seeds 0-2 of the spec's 0-4, three processes for the whole window. Three alone on an H100 took 0.0214-0.0227 s
 #     an iteration (24,000 need up to 545 s; a fourth lease trained their teachers first, about 80 s, and its window
