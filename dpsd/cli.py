@@ -34,6 +34,13 @@
     dpsd sync [results/fallback] [--to URI]
                                      copy the runs a tracking server missed (kept in the local
                                      fallback store) to it
+    dpsd checkpoint save FOLDER [overrides] [--teachers GLOB]
+    dpsd checkpoint restore FOLDER [overrides]
+                                     copy a checkpointed run's checkpoints and cached teachers to
+                                     FOLDER, and back into another results_dir, to resume it elsewhere
+    dpsd checkpoint peek CHECKPOINT [overrides] | compare OLDER NEWER
+                                     a run in progress: its student's test accuracy and generator's
+                                     spread, or how far its weights moved between two checkpoints
 
 Overrides are Hydra's: ``dataset=mnist data.root=../shared/data privacy=label privacy.epsilon=1``.
 A bad setting ends the command with one line on stderr and exit status 2; a fault outside the config
@@ -450,8 +457,186 @@ def cmd_new(args: list[str]) -> None:
     print("\n".join(f"  [ ] {item}" for item in result["todo"]))
 
 
+# dpsd checkpoint: a long run (checkpoint.every_steps=N) moved between machines, and looked at while it runs.
+CHECKPOINTS, TEACHERS = "checkpoints", "teachers"
+PEEK_LATENTS = 64  # the batch of latents a peek draws (a fixed seed) to see whether the generator's images differ
+FROZEN_SPREAD = 1e-6  # a spread below it: every latent gives the same image (float32 rounding aside)
+RUNNING_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")  # BatchNorm buffers, not weights
+
+
+def _checkpoint_state(path: Path) -> dict[str, Any]:
+    """A checkpoint file's contents (:mod:`dpsd.checkpoint`); a missing or foreign file is a one-line error."""
+    import pickle
+
+    import torch
+
+    if not path.is_file():
+        raise ConfigError(f"no checkpoint file {path} (a run with checkpoint.every_steps=N writes "
+                          f"<checkpoint.dir>/<method>-<config hash>.pt)")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)  # our own file
+    except (pickle.UnpicklingError, RuntimeError, EOFError):
+        state = None
+    if not isinstance(state, dict) or "steps_done" not in state or "trainer" not in state:
+        raise ConfigError(f"{path} is not a dpsd checkpoint (no steps_done and trainer state)")
+    return state
+
+
+def steps_done(path: Path) -> int:
+    """The steps a checkpoint file had done (-1 where there is no file)."""
+    return int(_checkpoint_state(path)["steps_done"]) if path.is_file() else -1
+
+
+def _run_folders(overrides: list[str]) -> tuple[Path, Path]:
+    """The checkpoint folder and the teacher cache of the runs ``overrides`` describe (``checkpoint.dir``,
+    default ``<results_dir>/checkpoints``; ``<results_dir>/teachers``)."""
+    from dpsd.config import compose, resolve_paths
+
+    cfg = resolve_paths(compose(overrides))
+    return Path(cfg.checkpoint.dir), Path(cfg.results_dir) / TEACHERS
+
+
+def checkpoint_save(folder: Path, overrides: list[str], teachers: str = "*.pt") -> list[str]:
+    """Copy every checkpoint of the runs ``overrides`` describe, and the cached teachers ``teachers`` names (a glob),
+    into ``folder``; one line a file."""
+    import shutil
+
+    checkpoint_dir, teacher_dir = _run_folders(overrides)
+    checkpoints = sorted(checkpoint_dir.glob("*.pt"))
+    if not checkpoints:
+        raise ConfigError(f"no checkpoint in {checkpoint_dir} (*.pt): a run writes one there with "
+                          "checkpoint.every_steps=N; name the run's folders with results_dir=... or checkpoint.dir=...")
+    cached = sorted(teacher_dir.glob(teachers))
+    if not cached:
+        raise ConfigError(f"no teacher in {teacher_dir} matches {teachers!r}: a checkpoint resumes only beside the "
+                          "teacher it distils")
+    lines = []
+    for kind, files in ((CHECKPOINTS, checkpoints), (TEACHERS, cached)):
+        (folder / kind).mkdir(parents=True, exist_ok=True)
+        for source in files:
+            shutil.copyfile(source, folder / kind / source.name)
+            steps = f" (after step {steps_done(source)})" if kind == CHECKPOINTS else ""
+            lines.append(f"saved {folder / kind / source.name}{steps}")
+    return lines
+
+
+def checkpoint_restore(folder: Path, overrides: list[str]) -> list[str]:
+    """Copy what ``folder`` holds into the folders of the runs ``overrides`` describe: a checkpoint only where none
+    is there for its run or one with fewer steps (a newer one is kept), a teacher only where the cache lacks it."""
+    import shutil
+
+    if not (folder / CHECKPOINTS).is_dir():
+        raise ConfigError(f"no {folder / CHECKPOINTS}: nothing was saved there (dpsd checkpoint save {folder} first)")
+    checkpoint_dir, teacher_dir = _run_folders(overrides)
+    lines = []
+    for source in sorted((folder / CHECKPOINTS).glob("*.pt")):
+        target = checkpoint_dir / source.name
+        saved, held = steps_done(source), steps_done(target)
+        if saved > held:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            lines.append(f"restored {target} (after step {saved})")
+        else:
+            lines.append(f"kept {target} (after step {held}; saved: {saved})")
+    for source in sorted((folder / TEACHERS).glob("*.pt")):
+        target = teacher_dir / source.name
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            lines.append(f"restored {target}")
+    return lines
+
+
+def image_spread(generator: Any, latent_dim: int) -> float:
+    """The generator's images' standard deviation across a batch of :data:`PEEK_LATENTS` latents, averaged over
+    pixels, the generator in training mode as DAFL runs it (batch statistics): 0 where every latent gives one image."""
+    import torch
+
+    latents = torch.randn(PEEK_LATENTS, latent_dim, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        images = generator.train()(latents)
+    return float(images.std(dim=0).mean())
+
+
+def checkpoint_peek(path: Path, overrides: list[str]) -> str:
+    """The student a checkpoint holds, on the test split of the run ``overrides`` describe, and where it holds a
+    generator, its images' spread across latents (:func:`image_spread`; 0: the absorbing state in which DAFL's
+    recipe freezes), as one line: a look at a run in progress, not a result."""
+    import torch
+
+    from dpsd.config import compose
+    from dpsd.data import data_info, load_data
+    from dpsd.models import build_classifier, generator_from_config
+    from dpsd.teachers import evaluate_accuracy
+
+    state = _checkpoint_state(path)
+    cfg = compose(overrides)
+    info = data_info(cfg)
+    student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
+    networks = [("student", student, "model.student")]
+    if "generator" in state["trainer"]:
+        generator = generator_from_config(cfg.model.generator, info.channels, info.image_size, int(cfg.seed), info.space)
+        networks.append(("generator", generator, "model/generator"))
+    for name, network, setting in networks:
+        try:
+            network.load_state_dict(state["trainer"][name])
+        except (KeyError, RuntimeError):
+            raise ConfigError(f"{path}'s {name} does not fit this config's {setting}: give the run's own "
+                              "overrides") from None
+    accuracy = evaluate_accuracy(student, load_data(cfg).test, torch.device("cpu"))
+    line = f"{path.name} after step {state['steps_done']}: student test accuracy {100 * accuracy:.2f}%"
+    if len(networks) == 2:
+        spread = image_spread(networks[1][1], int(cfg.model.generator.latent_dim))
+        line += f"; generator images' spread across {PEEK_LATENTS} latents {spread:.3f}" + (
+            " (every latent gives the same image: frozen)" if spread < FROZEN_SPREAD else "")
+    return line + " (a look, not a result)"
+
+
+def checkpoint_compare(older: Path, newer: Path) -> list[str]:
+    """Per network two checkpoints of one run hold, the largest change of a weight between them, one line each
+    (BatchNorm's running statistics are left out: they follow every batch even where no weight moves)."""
+    states = [_checkpoint_state(path) for path in (older, newer)]
+    if states[0]["trainer"].keys() != states[1]["trainer"].keys():
+        raise ConfigError(f"{older} and {newer} hold different networks: two checkpoints of one run are compared")
+    lines = [f"steps {states[0]['steps_done']} -> {states[1]['steps_done']}"]
+    for network, before in states[0]["trainer"].items():
+        if not network.endswith("_opt"):
+            after = states[1]["trainer"][network]
+            weights = [key for key in before if not key.endswith(RUNNING_STATISTICS)]
+            moved = max((after[key].double() - before[key].double()).abs().max().item() for key in weights)
+            same = sum(bool((before[key] == after[key]).all()) for key in weights)
+            lines.append(f"{network}: {same} of {len(weights)} weight tensors unchanged, largest change {moved:.3e}")
+    return lines
+
+
+def cmd_checkpoint(args: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog="dpsd checkpoint", description="move a checkpointed run (checkpoint.every_steps=N) to another machine, "
+        "or look at one in progress")
+    parser.add_argument("action", choices=["save", "restore", "peek", "compare"])
+    parser.add_argument("path", type=Path, help="save, restore: the folder to copy to or from; peek, compare: a "
+                                                  "checkpoint file")
+    parser.add_argument("rest", nargs="*", help="save, restore, peek: the run's overrides (results_dir=..., "
+                                                "checkpoint.dir=...); compare: the newer checkpoint file")
+    parser.add_argument("--teachers", default="*.pt", metavar="GLOB", help="save: the cached teachers to copy, a glob under "
+                                                            "<results_dir>/teachers (default: all)")
+    parsed = parser.parse_intermixed_args(args)
+    if parsed.action == "compare":
+        if len(parsed.rest) != 1:
+            raise ConfigError("compare takes two checkpoint files: OLDER NEWER")
+        lines = checkpoint_compare(parsed.path, Path(parsed.rest[0]))
+    elif parsed.action == "save":
+        lines = checkpoint_save(parsed.path, parsed.rest, parsed.teachers)
+    elif parsed.action == "restore":
+        lines = checkpoint_restore(parsed.path, parsed.rest)
+    else:
+        lines = [checkpoint_peek(parsed.path, parsed.rest)]
+    print("\n".join(lines))
+
+
 COMMANDS = {"new": cmd_new, "run": cmd_run, "quickstart": cmd_quickstart, "teacher": cmd_teacher, "privacy-report": cmd_privacy_report,
-            "audit": cmd_audit, "sweep": cmd_sweep, "report": cmd_report, "pages": cmd_pages, "reproduce": cmd_reproduce, "sync": cmd_sync}
+            "audit": cmd_audit, "sweep": cmd_sweep, "report": cmd_report, "pages": cmd_pages, "reproduce": cmd_reproduce, "sync": cmd_sync,
+            "checkpoint": cmd_checkpoint}
 
 
 def main(argv: list[str] | None = None) -> int:
