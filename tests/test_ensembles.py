@@ -9,7 +9,7 @@ from dpsd.ensembles import load_or_train_members, member_predictions, member_see
 from dpsd.teachers import disjoint_partition, teacher_cache_dir
 
 CPU = torch.device("cpu")
-# CUDA where there is one (the lent GPU machine; CI has none): cuDNN's convolutions under vmap are
+# CUDA where there is one (a GPU machine; CI has none): cuDNN's convolutions under vmap are
 # another code path (channels-last weights fail there, not on a CPU)
 DEVICES = [CPU] + [pytest.param(torch.device("cuda"), marks=pytest.mark.skipif(not torch.cuda.is_available(),
                                                                               reason="no CUDA device"))]

@@ -35,8 +35,8 @@ def test_smoke_teacher_reaches_98_percent(mnist_label_run):
 @pytest.mark.xfail(
     strict=True,
     reason="Alg. 1 as published (student as discriminator, top-3 randomized response with a "
-    "from-scratch student as prior) does not bootstrap: measured ~10% at smoke scale (issue 2's "
-    "closing note lists every reading tried). Strict: a change that reaches 80% must update this.",
+    "from-scratch student as prior) does not bootstrap: measured ~10% at smoke scale (docs/findings.md "
+    "lists the readings tried). Strict: a change that reaches 80% must update this.",
 )
 def test_dpsd_label_sensitive_student_reaches_80_percent_at_epsilon_10(mnist_label_run):
     assert mnist_label_run["student_test_accuracy"] >= 0.80

@@ -39,7 +39,7 @@ def test_the_dry_run_lists_the_cells_seed_by_seed_and_leaves_out_the_skipped(tmp
 
 
 def test_a_second_call_on_the_same_stores_starts_only_what_the_first_left(tmp_path, capsys):
-    """A driver stopped midway (a lease's first call) is started again with the same command: the cells its stores
+    """A driver stopped midway (a time limit, a kill) is started again with the same command: the cells its stores
     hold are done. (The first call also starts its worker under jemalloc where one can be preloaded, which the
     worker confirms.)"""
     spec = tmp_path / "tiny_cells.yaml"

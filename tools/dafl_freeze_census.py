@@ -13,11 +13,11 @@ repository holds a record of and that lasted at least ``--min-epochs`` epochs, a
 * progress lines (``results/gpu/lease_*.log``, ``results/cpu/*.log``, :mod:`dpsd.progress`): a line whose student
   loss reads 0.000 is a frozen cell's (a learning run's stays near 0.05-0.3), and a cell froze where one generator
   loss recurs on :data:`FROZEN_LINES` such lines. Lines naming their cell (``dafl [seed=0]: ...``) are grouped by the
-  name across files (the carried CPU run's sessions are one run); a lease's unnamed lines interleave its cells, so
+  name across files (a resumed run's logs are one run); a GPU run's unnamed lines interleave its cells, so
   the cells are the most lines that share one percentage mark, the last that many lines are each cell's last,
   and a cell froze where its last line is frozen (the state is absorbing).
 
-A run stopped before its end counts with the epochs it reached; runs of which nothing was kept (the first lease's
+A run stopped before its end counts with the epochs it reached; runs of which nothing was kept (the first GPU run's
 tracked cells) cannot be counted. Epochs are DAFL's (``method.iterations_per_epoch`` of ``method=dafl``).
 """
 

@@ -1,4 +1,4 @@
-"""DAFL on MNIST beside DAFL's own code, epoch by epoch, on this machine (the calibration anchor).
+"""DAFL on MNIST beside DAFL's own code, epoch by epoch, on one machine (the calibration anchor).
 
     python tools/dafl_side_by_side.py --official PATH/TO/DAFL [--epochs 5] [--seeds 0 1] [--sides official ours]
         [--teacher own|official] [--json OUT] data.root=../shared/data [overrides]
@@ -24,7 +24,7 @@ al., ICCV 2019; BSD-3; not part of this repository: clone it yourself). For each
 
 Prints one row per epoch (the official and our test accuracy, per seed and their mean, and the
 difference), the teachers' accuracies, and the median seconds per training iteration of each side over
-its epochs with the ratio ours / official. Both sides run in this machine's torch
+its epochs with the ratio ours / official. Both sides run in the same torch
 with the same intra-op threads (printed). ``--json`` writes everything, again after every epoch (a run
 stopped early keeps the epochs it finished). ``--sides`` runs one side only (two processes, one per side
 and seed, run side by side on a GPU); ``--combine`` prints the table of such runs' JSON files together.
