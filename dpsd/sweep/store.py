@@ -58,11 +58,22 @@ def recorded_hashes(client, experiment_id: str, status: str = DONE) -> dict[str,
     return {run.data.tags["config_hash"]: run.info.run_id for run in runs if "config_hash" in run.data.tags}
 
 
+def done_runs(client, experiment_id: str) -> list:
+    """The FINISHED runs tagged ``cell_status=done``: one search, from which :func:`versions_of` and
+    :func:`figures_of` read (planning many specs against one store searches it once, not twice a spec)."""
+    return _search(client, experiment_id, f"tags.cell_status = '{DONE}' and attributes.status = 'FINISHED'")
+
+
 def recorded_versions(client, experiment_id: str) -> dict[str, set[str]]:
     """``config_hash -> method code versions`` of the FINISHED done runs (``""`` for a run recorded
     before runs were tagged with :func:`dpsd.version.method_code_version`)."""
+    return versions_of(done_runs(client, experiment_id))
+
+
+def versions_of(runs: list) -> dict[str, set[str]]:
+    """:func:`recorded_versions` of the runs :func:`done_runs` found."""
     versions: dict[str, set[str]] = {}
-    for run in _search(client, experiment_id, f"tags.cell_status = '{DONE}' and attributes.status = 'FINISHED'"):
+    for run in runs:
         if "config_hash" in run.data.tags:
             versions.setdefault(run.data.tags["config_hash"], set()).add(run.data.tags.get(METHOD_CODE_VERSION, ""))
     return versions
@@ -97,8 +108,12 @@ def merged_versions(*sources: dict[str, set[str]]) -> dict[str, set[str]]:
 def recorded_figures(client, experiment_id: str) -> dict[str, dict[str, float]]:
     """``config_hash -> {accuracy, eps_claimed, eps_rigorous}`` of the FINISHED done runs (the latest
     run of a hash); an infinite epsilon is read from the run's tag, which keeps it (metrics cannot)."""
+    return figures_of(done_runs(client, experiment_id))
+
+
+def figures_of(runs: list) -> dict[str, dict[str, float]]:
+    """:func:`recorded_figures` of the runs :func:`done_runs` found."""
     figures: dict[str, dict[str, float]] = {}
-    runs = _search(client, experiment_id, f"tags.cell_status = '{DONE}' and attributes.status = 'FINISHED'")
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):
         tags, metrics = run.data.tags, run.data.metrics
         if "config_hash" in tags:
