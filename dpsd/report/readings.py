@@ -17,8 +17,9 @@ factorial of a method's faithful switches at one teacher; the earlier ``sweeps/r
 whose aliases can hide the combination that wins. Each table says how many of the :func:`faithful_space`
 combinations ran (:func:`coverage`). :func:`main_effects` reads each switch's effect off a design as the difference
 of the mean accuracy over the runs at each value, and :func:`chosen_defaults` applies the default rule: the faithful
-run with the best mean accuracy at the default teacher, ties (within :data:`TIE` points) to the run with the most
-literal values, then to the current defaults. Everything here formats run figures; no number is typed."""
+run with the best mean accuracy at the search's teacher (the one its faithful combinations ran at: DAFL's LeNet-5,
+since the small CNN labels noise one class and cannot tell readings apart), ties (within :data:`TIE` points) to the
+run with the most literal values, then to the current defaults. Everything here formats run figures; no number is typed."""
 
 from __future__ import annotations
 
@@ -437,11 +438,12 @@ def run_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def chosen_defaults(rows: pd.DataFrame, teacher: str, current: dict[str, str] | None = None) -> dict[str, str]:
     """The default rule, on runs: the faithful run (every switch at a faithful value) with the best mean
-    accuracy among the runs at ``teacher`` (the method's default teacher: the teacher is a substitute, not a reading; the
-    calibration issue picks it); of the runs within :data:`TIE` points of it, the one with the most literal
-    values (the letter of the algorithm box); of equally literal ones, the run at the ``current`` defaults (the
-    method's switch values now), so that defaults move only for a run better by more than a tie or more literal, not
-    for a difference among runs that tie (FedDPSD's small-CNN runs, all at chance); then the best mean. Returns that
+    accuracy among the runs at ``teacher`` (the search's teacher: the teacher is a substitute, not a reading, and the
+    method's default teacher is chosen apart from its readings); of the runs within :data:`TIE` points of it, the one
+    with the most literal values (the letter of the algorithm box); of equally literal ones, the run at the
+    ``current`` defaults (the method's switch values now), so that defaults move only for a run better by more than a
+    tie or more literal, not for a difference among runs that tie (FedDPSD's small-CNN runs, all at chance); then the
+    best mean. Returns that
     run's value of each varied switch but the teacher ({} without a faithful run there).
 
     Runs, not main effects: a value is chosen only with the values it was run with. In a resolution III
@@ -584,13 +586,13 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         counts = search_summary(at)
         best, seeds = counts["best_run"], counts["seeds"]
         current = switch_values(compose([f"method={method}", "dataset=mnist"]))
-        teacher = current["teacher"]
+        teacher = counts["teacher"]  # the search's teacher: the one its faithful combinations ran at
         chosen = chosen_defaults(at, teacher, current)
         changed = [f"{k} {current[k]} -> {v}" for k, v in chosen.items() if current[k] != v]
         verdict = (f" (differs from conf/method/{method}.yaml in: {'; '.join(changed)})." if changed
                    else f": conf/method/{method}.yaml's defaults as they are.")
         rung = rung_of(at)
-        rule = (f"Default by the rule (the faithful run with the best mean {rung} at the default teacher, {teacher}; runs "
+        rule = (f"Default by the rule (the faithful run with the best mean {rung} at the search's teacher, {teacher}; runs "
                 f"within {TIE:g} points of it go to the one with the most literal values, then to the current defaults; "
                 f"runs, not main effects, since {ALIASED if counts['combinations'] < counts['space'] else AVERAGED}): "
                 + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + verdict
