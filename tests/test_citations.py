@@ -29,3 +29,21 @@ def test_a_planted_citation_of_a_run_or_number_the_archive_lacks_is_found(tmp_pa
     assert len(found) == 2, found
     assert "0123456789abcdef0123456789abcdef" in found[0] and "12.34%" in found[1]
     assert all(ids[0] not in line for line in found)  # the archived run and its prefix pass
+
+
+def test_a_docs_percentage_only_a_superseded_run_has_is_found_unless_the_sentence_says_so(tmp_path):
+    import csv
+
+    (tmp_path / "results").mkdir()
+    shutil.copyfile(REPO / "results" / "runs.csv", tmp_path / "results" / "runs.csv")
+    with open(tmp_path / "results" / "runs.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    _, current = citations.archive_holdings(tmp_path / "results" / "runs.csv", current_only=True)
+    old = next(f"{float(r['accuracy']):.2f}" for r in rows
+               if r["superseded"] == "True" and r["accuracy"] and f"{float(r['accuracy']):.2f}" not in current)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(
+        f"The cell reads {old}% (results/runs.csv).\n\nIt read {old}% (a superseded row of results/runs.csv).\n")
+    (tmp_path / "README.md").write_text(f"The README may cite it: {old}% (results/runs.csv).\n")
+    found = citations.check(tmp_path)
+    assert len(found) == 1 and "only a superseded run" in found[0] and found[0].startswith("docs/page.md"), found

@@ -52,3 +52,23 @@ def test_a_row_with_one_seed_is_never_counted_matched_or_short():
     board.add(refs, groups)
     counts = {k: sorted(v) for k, v in board.counts()["dpsd"].items()}
     assert counts["one seed"] == ["dpsd", "dpsd"] and counts["short"] == ["dgd"] and counts["within 2 points"] == []
+
+
+def test_sanity_rows_are_listed_apart_and_never_counted_as_reproductions():
+    refs = pd.DataFrame([ref("teacher", None, 99.21), ref("kd_data", None, 98.0), ref("dpsd", 1, 90.0)])
+    groups = pd.DataFrame([group("teacher", math.nan, accuracy=99.0), group("kd_data", math.nan, accuracy=97.5),
+                           group("dpsd", 1, accuracy=20.0)])
+    board = Scoreboard()
+    board.add(refs, groups)
+    counts = board.counts()["dpsd"]
+    assert counts["within 2 points"] == [] and counts["short"] == ["dpsd"]
+    assert sum(len(v) for v in counts.values()) == 1
+    assert board.sanity() == {"dpsd": ["kd_data: within 2 points", "teacher: within 2 points"]}
+    assert "teacher: within 2 points" in board.html("laptop", set())
+
+
+def test_a_paper_with_sanity_rows_only_has_a_line_of_zeros():
+    board = Scoreboard()
+    board.add(pd.DataFrame([ref("teacher", None, 99.21, paper="dp_dfd")]),
+              pd.DataFrame([group("teacher", math.nan, accuracy=99.0)]))
+    assert {k: len(v) for k, v in board.counts()["dp_dfd"].items()} == dict.fromkeys(board.counts()["dp_dfd"], 0)

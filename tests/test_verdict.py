@@ -166,3 +166,62 @@ def test_every_method_of_the_frontier_has_its_own_colour():
     colours = {to_rgba(handle.lines[0].get_color()) for handle in handles}
     assert len(colours) == len(methods)
 
+
+
+def _reference(rows):
+    import pandas as pd
+
+    from dpsd.report.reference import COLUMNS, parse_epsilon
+
+    frame = pd.DataFrame([{**dict.fromkeys(COLUMNS, ""), **row} for row in rows])
+    return frame.assign(epsilon_value=frame["epsilon"].map(parse_epsilon),
+                        value_number=pd.to_numeric(frame["value"], errors="coerce"))
+
+
+def test_the_papers_points_are_in_the_legend_inside_the_axes_and_in_their_own_relations_panel():
+    """DP-DFD's label-DP points (an ε, no δ) go to the label panel, not to the replace_record one our runs of it
+    are stated under; a point at 100% is drawn whole; the legend lies below the panels and names the markers."""
+    import pandas as pd
+
+    from dpsd.report.cells import RUN
+    from dpsd.report.verdict import frontier_figure
+
+    groups = pd.DataFrame({"method": ["dp_dfd", "lp1st"], "status": RUN, "dataset": "mnist",
+                           "neighbouring": ["replace_record", "label"], "accuracy": [89.0, 99.0],
+                           "accuracy_std": 1.0, "eps_rigorous": [float("inf"), 10.0], "eps_claimed": 10.0})
+    refs = _reference([{"method": "dp_dfd", "dataset": "mnist", "epsilon": "10", "value": "98.56"},
+                       {"method": "dpsgd", "dataset": "mnist", "epsilon": "10", "delta": "1e-05", "value": "100"}])
+    figure = frontier_figure(groups, refs, "caption")
+    panels = {axes.get_title(): axes for axes in figure.axes}
+    crosses = {title: [tuple(line.get_ydata()) for line in axes.lines if line.get_marker() == "x"]
+               for title, axes in panels.items()}
+    assert crosses["mnist · ε w.r.t. label"] == [(98.56,)]
+    assert crosses["mnist · ε w.r.t. replace_record"] == [(100.0,)]  # with a δ, and no run of its method: first panel
+    assert all(axes.get_ylim()[1] > 100 for axes in figure.axes)
+    texts = [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+    assert "the paper's reported point" in texts and {"dp_dfd", "lp1st", "dpsgd"} <= set(texts)
+    assert not any(axes.get_legend() for axes in figure.axes)  # no legend over a panel's points
+
+
+def test_a_number_another_paper_table_contradicts_names_its_source_and_the_other():
+    import pandas as pd
+
+    from dpsd.report.verdict import verdict_rows
+
+    dgd = {"method": "dgd", "dataset": "mnist", "epsilon": "1", "delta": "1e-05", "metric": "accuracy", "row": "DGD"}
+    reference = _reference([
+        {**dgd, "paper": "dpsd", "table": "DPSD Table I", "value": "88.20", "source": 'dpsd.txt:173 "DGD [28]"',
+         "note": "CONTRADICTION: ...; sparse row (4 values under 8 columns): read as MNIST/FMNIST"},
+        {**dgd, "paper": "dpdfd", "table": "DPDFD Table 2", "value": "73.60", "source": 'dpdfd.md:193 "DGD"'},
+        {**dgd, "paper": "dpdfd", "table": "DPDFD Table 6", "value": "50.00", "note": "switch: method.queries=750"},
+        {**dgd, "epsilon": "10", "paper": "dpsd", "table": "DPSD Table I", "value": "97.40"},
+        {**dgd, "epsilon": "10", "paper": "dgd", "table": "DGD Fig. 9", "value": "97.4"},
+    ])
+    refs = reference[reference["table"] == "DPSD Table I"].reset_index(drop=True)
+    groups = pd.DataFrame([{"method": "dgd", "dataset": "mnist", "epsilon": eps, "status": "not run", "seeds": 0,
+                            "overrides": {}, "config": None, "accuracy": float("nan")} for eps in (1.0, 10.0)])
+    rows = verdict_rows(refs, groups, "results/ladder.md", reference)
+    assert rows.set_index("ε (paper)").loc["1", "Paper"] == (
+        "88.20 (DPSD Table I, dpsd.txt:173, a sparse row (4 values under 8 columns); "
+        "DPDFD Table 2 prints 73.60 (dpdfd.md:193))")
+    assert rows.set_index("ε (paper)").loc["10", "Paper"] == "97.40"  # another table agreeing is not named

@@ -4,7 +4,10 @@ Reads README.md, docs/*.md and the YAML comments under dpsd/conf/ and sweeps/, a
 runs archive does not hold:
 * a run id (32 hex digits, or ``run <8+ hex digits>``) that no archived run's id starts with;
 * a percentage ``NN.NN%`` in a sentence that names ``results/runs.csv``, which is no archived run's
-  accuracy or metric (rounded to two decimals, current or superseded).
+  accuracy or metric (rounded to two decimals, current or superseded);
+* in docs/*.md, such a percentage that is no *current* run's figure (a row not ``superseded``): a page of docs/ states
+  what the archive holds now, so a number a later run set superseded is found, unless its sentence says it cites a
+  superseded row (the word "superseded").
 
 ``python tools/check_citations.py`` prints them and exits 1 if there are any; ``tests/test_citations.py``
 runs it on the repository and on planted citations.
@@ -23,13 +26,16 @@ SENTENCE = re.compile(r"(?<=[.;:])\s+(?=[A-Z*(`])")
 ARCHIVE_NAME = "results/runs.csv"
 
 
-def archive_holdings(path: Path) -> tuple[list[str], set[str]]:
+def archive_holdings(path: Path, current_only: bool = False) -> tuple[list[str], set[str]]:
     """The archive's run ids, and its figures as two-decimal strings: accuracies (percent) and every
-    metric, as logged and as a percentage (fractions such as the share of answers that kept the vote)."""
+    metric, as logged and as a percentage (fractions such as the share of answers that kept the vote);
+    ``current_only``: the figures of the rows not flagged ``superseded`` only."""
     ids, figures = [], set()
     with open(path, newline="", encoding="utf-8") as handle:
         for row in csv.DictReader(handle):
             ids.append(row["run_id"])
+            if current_only and row.get("superseded", "").lower() == "true":
+                continue
             for name, value in row.items():
                 if value and (name in ("accuracy", "teacher_accuracy") or name.startswith("metrics.")):
                     try:
@@ -49,8 +55,9 @@ def paragraphs(path: Path) -> list[str]:
     return [" ".join(block.split()) for block in re.split(r"\n\s*\n", text) if block.strip()]
 
 
-def problems(text: str, ids: list[str], accuracies: set[str]) -> list[str]:
-    """The citations in ``text`` the archive does not hold."""
+def problems(text: str, ids: list[str], accuracies: set[str], current: set[str] | None = None) -> list[str]:
+    """The citations in ``text`` the archive does not hold; with ``current`` (the current rows' figures), also each
+    percentage cited as in the archive that no current row has, unless its sentence says "superseded"."""
     found = []
     for match in RUN_ID.finditer(text):
         cited = match.group(1) or match.group(2)
@@ -60,6 +67,10 @@ def problems(text: str, ids: list[str], accuracies: set[str]) -> list[str]:
         if ARCHIVE_NAME in sentence:
             found += [f"{number}% is cited as in {ARCHIVE_NAME} and no archived run has that figure: "
                       f"{sentence[:160]}" for number in PERCENT.findall(sentence) if number not in accuracies]
+            if current is not None and "superseded" not in sentence:
+                found += [f"{number}% is cited as in {ARCHIVE_NAME} and only a superseded run has that figure: "
+                          f"{sentence[:160]}" for number in PERCENT.findall(sentence)
+                          if number in accuracies and number not in current]
     return found
 
 
@@ -70,8 +81,11 @@ def cited_files(root: Path) -> list[Path]:
 
 def check(root: Path) -> list[str]:
     ids, accuracies = archive_holdings(root / ARCHIVE_NAME)
+    _, current = archive_holdings(root / ARCHIVE_NAME, current_only=True)
+    docs = root / "docs"
     return [f"{path.relative_to(root)}: {problem}" for path in cited_files(root) if path.exists()
-            for paragraph in paragraphs(path) for problem in problems(paragraph, ids, accuracies)]
+            for paragraph in paragraphs(path)
+            for problem in problems(paragraph, ids, accuracies, current if path.parent == docs else None)]
 
 
 if __name__ == "__main__":

@@ -28,12 +28,12 @@ from dpsd.config import compose, config_hash, resolve_paths
 from dpsd.errors import ConfigError
 from dpsd.report import figures, formats, ladder, readings, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
+from dpsd.report.fairness import declared_groups, unequal_budgets
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.settings import load_settings, settings_block, settings_path
-from dpsd.report.runs import load_history, latest_per_cell, write_archive
+from dpsd.report.runs import absolute_artifact_uri, load_history, latest_per_cell, store_words, write_archive
 from dpsd.report.tables import markdown_table, page_scale_line, paper_table, scale_line, switches
-from dpsd.sweep.fairness import budget_differences
 from dpsd.sweep.spec import Spec, expand_configs, group_label, load_spec, varied_keys
 from dpsd.tracking import tracking_uri
 
@@ -116,9 +116,10 @@ def reference_rows(reference, feeds: dict, name: str):
 
 def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, reference, out: Path,
                 uri: str, scoreboard: Scoreboard | None = None, settings=None,
-                searched: dict | None = None, verdicts: dict[str, str] | None = None) -> site.Section:
+                searched: dict | None = None, verdicts: dict[str, str] | None = None,
+                results_dir: Path | None = None) -> site.Section:
     """One spec's table, figure and sample grids; returns its part of the index (``verdicts``: the per-method
-    verdicts a ladder's sections open with)."""
+    verdicts a ladder's sections open with; ``results_dir``: what archived artifact locations are relative to)."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
     stem = artifact_stem(spec, scale)
@@ -126,8 +127,9 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs, x=feeds.get("x"),
                        series=feeds.get("series"))
     groups = group_frame(frame)
-    if not groups.empty:  # cells whose budget differs on a key the spec does not vary: the table marks them
-        unequal = budget_differences(varied_keys(spec), [(group_label(cell.label), cfg) for cell, cfg in pairs])
+    if not groups.empty:  # cells whose budget differs from a comparable cell's on a key the spec does not vary
+        unequal = unequal_budgets(varied_keys(spec), [(group_label(cell.label), cfg) for cell, cfg in pairs],
+                                  declared_groups(feeds, spec.name))
         groups["budget"] = [unequal.get(label, "") for label in groups["group"]]
     # `reference: none`: the paper prints no numbers for this study (the id only names the figure)
     refs = reference_rows(reference, feeds, spec.name)
@@ -164,12 +166,14 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         section.table_html = f'<details><summary>Setting vs paper</summary><pre>{html.escape(block)}</pre></details>' \
             + section.table_html
     if feeds.get("frontier") and len(groups):
-        _render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched)
+        _render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched, reference)
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
             target = out / "samples" / stem / f"{_slug(label)}.png"
-            if figures.copy_sample_grid(group["artifact_uris"][0], uri, target):
+            location = group["artifact_uris"][0]
+            location = absolute_artifact_uri(location, results_dir) if results_dir is not None else location
+            if figures.copy_sample_grid(location, uri, target):
                 section.figures.append((target.relative_to(out).as_posix(),
                                         f"{label}: synthetic samples of the first seed's run ({table.scale_line})"))
     return section
@@ -179,7 +183,7 @@ LADDER_PAGE = "results/ladder.md"  # the page README's verdict links a method's 
 
 
 def _render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: Path, section: site.Section,
-                    searched: dict | None = None) -> None:
+                    searched: dict | None = None, reference=None) -> None:
     """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG), the verdict table and one verdict
     sentence per method (``searched``: what the readings specs covered), kept as the section's ``verdict``
     block for ``--readme``. The figure is named for the spec and the scale (``stem``): the headline rendered at paper
@@ -192,7 +196,7 @@ def _render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: P
     section.figures.append((paths[0].relative_to(out).as_posix(), caption))
     section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
     section.verdict_figures = [p.relative_to(out).as_posix() for p in paths]
-    rows = verdict.verdict_rows(refs, groups, LADDER_PAGE)
+    rows = verdict.verdict_rows(refs, groups, LADDER_PAGE, reference)
     table = verdict.verdict_markdown(rows, "the runs archived in results/runs.csv")
     bullets = verdict.verdict_bullets(verdict.method_verdicts(refs, groups, searched))
     sentences = ["Per method, from the same runs and the readings searches "
@@ -272,7 +276,9 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     A spec whose cells have no run at all is rendered, and said so on stderr with the command that fills it.
     """
     loaded = [load_spec(path) for path in specs]  # a bad spec name stops before anything is composed
-    cfg: DictConfig = resolve_paths(compose(list(overrides)))
+    composed = compose(list(overrides))
+    shown_results = str(composed.results_dir)  # as the command line gave it: a page names no machine's path
+    cfg: DictConfig = resolve_paths(composed)
     uri = tracking_uri(cfg)
     archive = Path(archive) if archive is not None else None
     history = load_history(uri, str(cfg.tracking.experiment), archive if archive and archive.exists() else None)
@@ -280,7 +286,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     if archive is not None and update_archive:
         known = {cell.config_hash: " ".join(cell.overrides) for spec in loaded
                  for cell, _ in expand_configs(spec, scale, list(overrides))}
-        write_archive(history, archive, known)
+        write_archive(history, archive, known, Path(cfg.results_dir))
     for needed in (Path(reference_csv), settings_path(reference_csv)):
         if not needed.is_file():
             print(f"warning: no file {needed} (run from the repository root, or pass --reference): the pages will "
@@ -293,8 +299,8 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     searched = (readings_searched(Path(specs[0]).parent, overrides, runs)
                 if any(spec.feeds.get("frontier") for spec in loaded) or "ladder" in kinds else {})
     verdicts = headline_verdicts(Path(specs[0]).parent, overrides, runs, reference, searched) if "ladder" in kinds else {}
-    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings, searched, verdicts)
-                for spec in loaded]
+    sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings, searched, verdicts,
+                            Path(cfg.results_dir)) for spec in loaded]
     read = f"{uri}" + (f" or {archive}" if archive is not None and archive.exists() else "")
     for spec, section in zip(loaded, sections):
         if not section.finished:
@@ -302,7 +308,8 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
                   f"fill them with `{' '.join(['dpsd sweep', spec.name, f'scale={scale}', *overrides])}`",
                   file=sys.stderr)
     intro = [f"Scale: {scale} — {page_scale_line(loaded, scale)}.",
-             f"Reproduced numbers: MLflow runs in {uri} (experiment {cfg.tracking.experiment!r}); reported numbers: "
+             f"Reproduced numbers: MLflow runs in {store_words(uri, Path(cfg.results_dir), shown_results)} "
+             f"(experiment {cfg.tracking.experiment!r}); reported numbers: "
              f"{reference_csv}. No number on this page is typed by hand."]
     if archive is not None and archive.exists():
         intro.insert(2, f"Runs archived in {archive} (read beside the store"

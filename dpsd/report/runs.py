@@ -11,6 +11,15 @@ read, current or not: :func:`load_history` merges it with the store, :func:`load
 run per cell under the rule above, and :func:`write_archive` writes the history back with a
 ``superseded`` flag on every run that is not its cell's current one (never silently mixed: a table reads
 only current rows) and the cell's full ``overrides`` where a rendered spec names the cell.
+
+One current run per cell *as a reader names it*, too: two config hashes can share a cell's overrides and code
+version when something outside both (a method's YAML defaults) changed between their runs, and the archive then held
+two current run sets for what reads as one cell (DP-DFD at ε 10: the sets before and after its YAML's readings
+changed). The rule (:func:`superseded_by_later`): among current runs of one scale with the same overrides, less where
+the data and results lie (:data:`PLACE_KEYS`), and the same code version, the latest run supersedes the others;
+:func:`duplicate_sets` finds what the rule has not yet resolved (the archive test runs it on ``results/runs.csv``).
+Artifact locations are written relative to ``results_dir`` (:func:`relative_artifact_uri`), so the archive names no
+machine's path.
 Accuracies in the archive and every table are percent; the runs' own metrics and ``--json`` summaries
 keep MLflow's fractions (``metrics.student_test_accuracy``), as docs/reproducing.md says.
 """
@@ -103,6 +112,99 @@ def latest_per_cell(runs: pd.DataFrame) -> pd.DataFrame:
     return out.drop_duplicates("config_hash", keep="last").drop(columns="_rank").set_index("config_hash")
 
 
+PLACE_KEYS = ("data.root", "results_dir")
+"""Override keys that say where a machine keeps the data and the results, not what a run trains (config_hash leaves
+them out too)."""
+
+
+def cell_identity(overrides: str) -> str:
+    """A cell's overrides as a reader names the cell: the archive's ``overrides`` text less :data:`PLACE_KEYS`."""
+    return " ".join(o for o in str(overrides).split() if o.split("=", 1)[0].lstrip("+~") not in PLACE_KEYS)
+
+
+def _current_named(frame: pd.DataFrame) -> pd.DataFrame:
+    """The completed runs that are their hash's latest (:func:`latest_per_cell`) and whose cell's overrides are known,
+    with their identity (:func:`cell_identity`) in ``_identity``."""
+    completed = frame[(frame["status"] == "FINISHED") & (frame["cell_status"] == "done")]
+    current = completed[completed["run_id"].isin(set(latest_per_cell(completed)["run_id"]))] if len(completed) \
+        else completed
+    current = current.assign(_identity=current["overrides"].fillna("").map(cell_identity))
+    return current[current["_identity"] != ""]
+
+
+def superseded_by_later(frame: pd.DataFrame) -> set[str]:
+    """Run ids superseded by a later run of another config hash with the same scale, overrides (less
+    :data:`PLACE_KEYS`) and code version: the rule that leaves one current run set per cell as a reader names it.
+    ``frame``: archive rows with their ``overrides``."""
+    current = _current_named(frame)
+    found: set[str] = set()
+    for _, same in current.groupby(["scale", "_identity", "code_version"], sort=False):
+        if same["config_hash"].nunique() > 1:
+            latest = same.sort_values(["start_time", "run_id"]).iloc[-1]
+            found |= set(same.loc[same["config_hash"] != latest["config_hash"], "run_id"])
+    return found
+
+
+def duplicate_sets(frame: pd.DataFrame) -> list[str]:
+    """One line per cell (overrides less seed and :data:`PLACE_KEYS`, scale, code version) that holds two or more
+    current run sets, ``frame`` being archive rows with their ``superseded`` and ``overrides`` columns: each set's
+    config hashes, first start and mean accuracy (a seed's latest run is in the latest set, its one before in the set
+    before, ...). Empty when every cell has one current set."""
+    rows = frame[~frame["superseded"].map(lambda v: str(v).lower() == "true")]
+    current = _current_named(rows)
+    current = current.assign(_cell=current["_identity"].map(
+        lambda text: " ".join(o for o in text.split() if not o.startswith("seed="))))
+    lines = []
+    for (scale, cell, version), same in current.groupby(["scale", "_cell", "code_version"], sort=True):
+        if same.groupby("_identity")["config_hash"].nunique().max() < 2:
+            continue
+        same = same.assign(_start=pd.to_datetime(same["start_time"], utc=True))
+        same = same.assign(_set=same.groupby("_identity")["_start"].rank(method="first", ascending=False))
+        sets = []
+        for _, at in sorted(same.groupby("_set"), key=lambda item: -item[0]):
+            accuracy = pd.to_numeric(at["accuracy"], errors="coerce")
+            sets.append(f"{len(at)} run(s) from {at['_start'].min():%Y-%m-%d %H:%M} (hashes "
+                        f"{', '.join(sorted(set(at['config_hash'])))}; mean {accuracy.mean():.2f}%)")
+        lines.append(f"{scale} {cell} ({version}): {len(sets)} current sets: {'; '.join(sets)}")
+    return lines
+
+
+def relative_artifact_uri(uri: object, results_dir: Path) -> str:
+    """A run's artifact location relative to ``results_dir``: a ``file:`` location under it, or under any
+    ``<results_dir>/mlartifacts`` (the harness's layout, ``dpsd.tracking``: runs recorded on another machine or
+    checkout), from there on; any other location (a tracking server's) as it is."""
+    text = "" if uri is None or (isinstance(uri, float) and math.isnan(uri)) else str(uri)
+    if not text.startswith("file:"):
+        return text
+    path = Path(text.removeprefix("file://").removeprefix("file:"))
+    try:
+        return path.relative_to(Path(results_dir).resolve()).as_posix()
+    except ValueError:
+        pass
+    parts = path.parts
+    return Path(*parts[parts.index("mlartifacts"):]).as_posix() if "mlartifacts" in parts else text
+
+
+def absolute_artifact_uri(uri: object, results_dir: Path) -> str:
+    """The location :func:`relative_artifact_uri` wrote, as a ``file:`` URI MLflow reads (one with a scheme as it is)."""
+    text = "" if uri is None or (isinstance(uri, float) and math.isnan(uri)) else str(uri)
+    if not text or ":" in text.split("/", 1)[0]:
+        return text
+    return (Path(results_dir).resolve() / text).as_uri()
+
+
+def store_words(uri: str, results_dir: Path, shown: str) -> str:
+    """How a page names the MLflow store: a SQLite file under ``results_dir`` as ``shown`` (the results_dir as the
+    command line gave it) joined to its path there, so no page carries a machine's path; any other URI as it is."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        try:
+            return (Path(shown) / path.relative_to(Path(results_dir).resolve())).as_posix()
+        except ValueError:
+            return path.name
+    return uri
+
+
 def read_archive(path: Path) -> pd.DataFrame:
     """The runs archive at ``path`` as :func:`normalise` rows (empty when there is no file)."""
     if not path.exists():
@@ -121,19 +223,23 @@ def read_archive(path: Path) -> pd.DataFrame:
     return frame
 
 
-def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | None = None) -> Path:
+def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | None = None,
+                  results_dir: Path | None = None) -> Path:
     """Write runs (:func:`load_history`'s, or one per cell) to ``path`` as CSV in hash then time order
     (stable diffs): every run once, ``superseded`` true on each that is not its cell's current run
-    (:func:`latest_per_cell`), and ``overrides``, the cell's full overrides by config hash, where given
-    (else what the archive held)."""
+    (:func:`latest_per_cell`) or that a later run of the same cell supersedes (:func:`superseded_by_later`),
+    ``overrides``, the cell's full overrides by config hash, where given (else what the archive held), and each
+    ``artifact_uri`` relative to ``results_dir`` (default: the archive's folder; :func:`relative_artifact_uri`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = runs.reset_index() if "config_hash" not in runs.columns else runs.copy()
     frame = frame.drop_duplicates("run_id", keep="last")
-    current = set(latest_per_cell(frame)["run_id"]) if len(frame) else set()
     previous = _previous_overrides(path)
     known = {**previous, **(overrides or {})}
-    frame = frame.assign(superseded=~frame["run_id"].isin(current),
-                         overrides=frame["config_hash"].map(lambda h: known.get(h, "")))
+    frame = frame.assign(overrides=frame["config_hash"].map(lambda h: known.get(h, "")),
+                         artifact_uri=frame["artifact_uri"].map(
+                             lambda u: relative_artifact_uri(u, results_dir if results_dir is not None else path.parent)))
+    current = set(latest_per_cell(frame)["run_id"]) - superseded_by_later(frame) if len(frame) else set()
+    frame = frame.assign(superseded=~frame["run_id"].isin(current))
     frame = frame.sort_values(["config_hash", "start_time", "run_id"])
     frame = frame.assign(**{name: frame[name] if name in frame.columns else "" for name in OPTIONAL_COLUMNS})
     frame = frame[[*RUN_COLUMNS, *OPTIONAL_COLUMNS, *HISTORY_COLUMNS,

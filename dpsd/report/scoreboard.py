@@ -1,7 +1,9 @@
 """The scoreboard ``index.html`` opens with: per paper, at the rendered scale, how many of the paper's
 numbers for a method we implement are matched within 2 points, exceeded, fallen short of, not run, or
 have no data here. A row whose runs all have fewer than :data:`MIN_SEEDS` seeds is counted "one seed", never
-matched, above or short: one draw is not a verdict (a DP-DFD cell moved by 20 points between seeds).
+matched, above or short: one draw is not a verdict (a DP-DFD cell moved by 20 points between seeds). A paper's
+sanity rows (:data:`SANITY_METHODS`: its teacher, and KD on the real data, the ladder's R0 and R1) check the setting,
+not the paper's method: they are listed apart and never counted as reproductions.
 
 Counted over reference rows that name one of our methods and give a number, each joined to its cell
 groups exactly as the paper tables join them (:func:`dpsd.report.tables.matching_groups`); a row that
@@ -23,6 +25,14 @@ from dpsd.report.tables import matching_groups, reproduced_value
 WITHIN = 2.0  # points (percentage points of accuracy)
 MIN_SEEDS = 2  # seeds a cell needs before its mean can match, exceed or fall short of a paper's number
 COLUMNS = ("within 2 points", "above", "short", "one seed", "not run", "data absent")
+SANITY_METHODS = ("teacher", "kd_data")
+"""Methods whose rows are sanity checks of the setting (the teacher, KD on the private data: the ladder's R0 and R1,
+:func:`dpsd.report.ladder.rung`), not reproductions of a paper's method."""
+
+
+def is_sanity(method: str) -> bool:
+    """Whether a reference row or cell of ``method`` is a sanity check (:data:`SANITY_METHODS`), not a reproduction."""
+    return method in SANITY_METHODS
 
 
 def deciding_group(ref: pd.Series, groups: pd.DataFrame) -> pd.Series | None:
@@ -78,17 +88,29 @@ class Scoreboard:
             self.paper_of[key] = ref["paper"]
 
     def counts(self) -> dict[str, dict[str, list[str]]]:
-        """``paper -> column -> the methods of the rows counted there`` (one entry per row)."""
-        table: dict[str, dict[str, list[str]]] = defaultdict(lambda: {c: [] for c in COLUMNS})
+        """``paper -> column -> the methods of the rows counted there`` (one entry per row); sanity rows
+        (:func:`is_sanity`) are left out (:meth:`sanity`)."""
+        # a paper with sanity rows only still gets its line of zeros
+        table = {paper: {c: [] for c in COLUMNS} for paper in sorted({key[0] for key in self.outcomes})}
         for key, (column, _) in sorted(self.outcomes.items()):
-            table[key[0]][column].append(key[3])
-        return dict(table)
+            if not is_sanity(key[3]):
+                table[key[0]][column].append(key[3])
+        return table
+
+    def sanity(self) -> dict[str, list[str]]:
+        """``paper -> ["<method>: <column>", ...]``: the sanity rows' outcomes, shown apart from the counts."""
+        found: dict[str, list[str]] = defaultdict(list)
+        for key, (column, _) in sorted(self.outcomes.items()):
+            if is_sanity(key[3]):
+                found[key[0]].append(f"{key[3]}: {column}")
+        return dict(found)
 
     def html(self, scale: str, sections: set[str]) -> str:
         counts = self.counts()
         if not counts:
             return "<p>Scoreboard: no paper number for one of our methods is in these specs.</p>"
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in ("paper", "scale", *COLUMNS))
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in ("paper", "scale", *COLUMNS, "sanity rows (not counted)"))
+        sanity = self.sanity()
         body = []
         for paper, columns in counts.items():
             cells = [html.escape(paper), html.escape(scale)]
@@ -99,11 +121,13 @@ class Scoreboard:
                     links = [_ladder_link(m, sections) for m in sorted(set(methods))]
                     text += f" ({', '.join(links)})"
                 cells.append(text)
+            cells.append(html.escape("; ".join(sanity.get(paper, [])) or "none"))
             body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
         return ("<h2>Scoreboard</h2><p>Each paper number for a method we implement, against our runs at this "
                 f"scale: within {WITHIN:g} points of the paper, above it, short of it (the method's ladder "
                 f"says where the points were lost), run with fewer than {MIN_SEEDS} seeds (not counted either way), "
-                "not run, or no data here.</p>"
+                "not run, or no data here. The sanity rows (the teacher, KD on the real data) check the setting and "
+                "are not counted as reproductions.</p>"
                 f'<table class="paper-table" id="scoreboard"><tr>{head}</tr>{"".join(body)}</table>')
 
 

@@ -19,11 +19,13 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, panel_title, panels
-from dpsd.report.scoreboard import deciding_group, row_outcome
-from dpsd.report.tables import DASH, fmt_eps, fmt_target, is_stale, normalization_words, reproduced_text
+from dpsd.report.scoreboard import deciding_group, is_sanity, row_outcome
+from dpsd.report.tables import (DASH, fmt_eps, fmt_target, is_stale, missing, normalization_words,
+                                reproduced_text, switches)
 
 BEGIN, END = "<!-- verdict -->", "<!-- /verdict -->"
 WORDS = {"within 2 points": "reproduces", "above": "exceeds", "short": "short", "one seed": "one seed, no verdict",
@@ -43,17 +45,50 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
 
-def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str) -> pd.DataFrame:
+def disagreeing(ref: pd.Series, reference: pd.DataFrame | None) -> pd.DataFrame:
+    """The rows of other paper tables in ``reference`` (results/reference/papers.csv) that give ``ref``'s method,
+    dataset, ε, metric and switches (``switch:`` notes: an ablation is another cell), and no other architecture where
+    both state one, another number (DPDFD Table 2's DGD at ε 1 beside DPSD Table I's)."""
+    if reference is None or reference.empty or not ref["method"]:
+        return reference.iloc[0:0] if reference is not None else pd.DataFrame()
+    wanted, epsilon = switches(ref["note"]), fmt_target(ref["epsilon_value"], "∞")
+    return reference.loc[[
+        index for index, row in reference.iterrows()
+        if row["method"] == ref["method"] and row["dataset"] == ref["dataset"] and row["metric"] == ref["metric"]
+        and row["table"] != ref["table"] and fmt_target(row["epsilon_value"], "∞") == epsilon
+        and switches(row["note"]) == wanted
+        and (not row["architecture"] or not ref["architecture"] or row["architecture"] == ref["architecture"])
+        and not math.isnan(row["value_number"]) and not math.isclose(row["value_number"], ref["value_number"])]]
+
+
+def paper_text(ref: pd.Series, reference: pd.DataFrame | None = None) -> str:
+    """The paper's number as printed; where another table prints another number for the same cell
+    (:func:`disagreeing`), also where this one comes from (table, the file and line of ``source``, and the placement
+    its ``note`` states for a sparse row) and what the other prints."""
+    others = disagreeing(ref, reference)
+    if others.empty:
+        return ref["value"]
+    where = [ref["table"], str(ref["source"]).split(" ", 1)[0]]
+    sparse = re.search(r"sparse row(?: \([^)]*\))?", str(ref["note"]))
+    where += [f"a {sparse.group(0)}"] if sparse else []
+    said = "; ".join(f"{row['table']} prints {row['value']} ({str(row['source']).split(' ', 1)[0]})"
+                     for _, row in others.iterrows())
+    return f"{ref['value']} ({', '.join(where)}; {said})"
+
+
+def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str,
+                 reference: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per reference row that names one of our methods and prints a number; rows of two tables
     with the same method, ε and number are one (DPSD's "Teacher" and DP-DFD's "Baseline"); the paper
-    methods first, by name and ε, the non-private rows last."""
+    methods first, by name and ε, the non-private rows last. ``reference``: every paper's rows, so a number another
+    table contradicts names its source and the other (:func:`paper_text`)."""
     rows, keys = [], {}
     for _, ref in refs.iterrows():
         if not ref["method"] or math.isnan(ref["value_number"]):
             continue
         outcome, _ = row_outcome(ref, groups)
         group = deciding_group(ref, groups)
-        word = WORDS[outcome]
+        word = WORDS[outcome] + (" (sanity check, not counted)" if is_sanity(ref["method"]) else "")
         caveats = [] if group is None else [
             *(["stale"] if is_stale(group.get("code_version", "")) else [])]
         if caveats:
@@ -68,7 +103,7 @@ def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str) -> 
         keys[key] = len(rows)
         rows.append({
             "Method": ref["row"], "Paper table": ref["table"], "ε (paper)": fmt_target(ref["epsilon_value"], "∞"),
-            "Paper": ref["value"],
+            "Paper": paper_text(ref, reference),
             "Ours (%)": reproduced_text(group, ref["metric"]) if group is not None else DASH,
             "n": str(group["seeds"]) if group is not None else "0",
             "ε claimed": fmt_eps(group["eps_claimed"]) if group is not None else DASH,
@@ -170,21 +205,51 @@ def _x(value: float, infinity: float) -> float:
 PALETTE = (*(f"C{i}" for i in range(10)), "black", "gold", "navy", "magenta", "teal")
 
 
+def paper_relation(ref: pd.Series, done: pd.DataFrame) -> str | None:
+    """The neighbouring relation a paper's point is stated under: a row with an ε and no δ states pure ε-label-DP
+    (results/reference/README.md: δ is empty for pure-ε label-DP), so ``label``; any other row the relation of our
+    runs of its method on its dataset (the paper's (ε, δ)-DP is over the records, as our ledger's for the same
+    releases; a non-private row sits beside our runs), else the dataset's first panel's (None without runs)."""
+    if not missing(ref["epsilon_value"]) and not str(ref.get("delta", "")).strip():
+        return "label"
+    mine = done[(done["dataset"] == ref["dataset"]) & (done["method"] == ref["method"])] if len(done) else done
+    relations = [r for r in (mine.get("neighbouring", pd.Series(dtype=str)) if len(mine) else []) if r]
+    if relations:
+        return relations[0]
+    others = [relation for dataset, relation in (panels(done) if len(done) else []) if dataset == ref["dataset"]]
+    return others[0] if others else None
+
+
+def _paper_points(refs: pd.DataFrame, done: pd.DataFrame) -> pd.DataFrame:
+    """The reference rows the frontier draws (a method of ours, a number), each with its panel's relation."""
+    if refs.empty:
+        return refs.assign(relation=None)
+    points = refs[(refs["method"] != "") & refs["value_number"].notna()]
+    return points.assign(relation=[paper_relation(ref, done) for _, ref in points.iterrows()])
+
+
 def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> Figure:
     """Student accuracy against ε rigorous (log axis, ∞ drawn at the right edge), one panel per dataset
     and relation: a filled marker per cell group (error bar: sample std over seeds), its ε claimed as a
-    hollow marker joined to it, and the papers' reported points of the same method as crosses."""
+    hollow marker joined to it, and the papers' reported points of our methods as crosses, each in the panel of the
+    relation its paper states it under (:func:`paper_relation`). One legend below the panels, never over a point:
+    every method's colour and what each marker means; the y axis runs past 100% so a point at 100 is not cut."""
     done = groups[groups["status"] == RUN] if len(groups) else groups
+    points = _paper_points(refs, done)
     found = panels(done) if len(done) else []
+    found += [key for key in dict.fromkeys(zip(points.get("dataset", []), points.get("relation", [])))
+              if key not in found and any(key[0] == dataset for dataset, _ in found)]
     finite = [v for column in ("eps_rigorous", "eps_claimed") for v in done.get(column, []) if v > 0 and math.isfinite(v)]
     finite += [v for v in refs.get("epsilon_value", []) if v is not None and v > 0 and math.isfinite(v)]
     low = 10 ** math.floor(math.log10(min(finite))) if finite else 0.1
     infinity = 10 ** (math.ceil(math.log10(max(finite))) + 1) if finite else 100.0
-    methods = list(dict.fromkeys(done["method"])) if len(done) else []
+    methods = list(dict.fromkeys([*(done["method"] if len(done) else []), *points.get("method", [])]))
     colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
     columns = min(2, max(1, len(found)))
     rows_of_panels = math.ceil(max(1, len(found)) / columns)
-    figure = Figure(figsize=(6.6 * columns, 4.6 * rows_of_panels + 0.6), dpi=100)
+    legend_rows = math.ceil((len(methods) + 3) / 6)
+    height = 4.6 * rows_of_panels + 0.6 + 0.25 * legend_rows
+    figure = Figure(figsize=(6.6 * columns, height), dpi=100)
     for index, (dataset, relation) in enumerate(found or [("none", None)]):
         axes = figure.add_subplot(rows_of_panels, columns, index + 1)
         mine = done[(done["dataset"] == dataset) & ((done["neighbouring"] == relation) if relation else True)]
@@ -199,27 +264,36 @@ def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> F
                 if not math.isnan(claimed) and _x(claimed, infinity) != x:
                     axes.plot([_x(claimed, infinity), x], [y, y], color=colours[method], linewidth=0.8, alpha=0.6)
                     axes.plot([_x(claimed, infinity)], [y], "o", markerfacecolor="none", color=colours[method])
-            papers = refs[(refs["method"] == method) & (refs["dataset"] == dataset)] if len(refs) else refs
-            for _, ref in papers.iterrows():
-                if not math.isnan(ref["value_number"]):
-                    axes.plot([_x(ref["epsilon_value"] if ref["epsilon_value"] is not None else math.inf, infinity)],
-                              [ref["value_number"]], "x", color=colours[method], markersize=8)
+        here = points[(points["dataset"] == dataset) & (points["relation"].map(lambda r: r == relation))] \
+            if len(points) else points
+        for _, ref in here.iterrows():
+            axes.plot([_x(ref["epsilon_value"] if not missing(ref["epsilon_value"]) else math.inf, infinity)],
+                      [ref["value_number"]], "x", color=colours[ref["method"]], markersize=8, markeredgewidth=1.5)
         axes.set_xscale("log")
         axes.set_xlim(low / 2, infinity * 2)
         ticks = [t for t in axes.get_xticks() if low / 2 <= t < infinity / 5] + [infinity]
         axes.set_xticks(ticks, [f"{t:g}" for t in ticks[:-1]] + ["∞"])
         axes.axvline(infinity / 3, color="#999", linestyle=":", linewidth=0.8)
-        axes.set_ylim(0, 100)
+        axes.set_ylim(0, 105)  # a point at 100% is drawn whole, inside the axes
+        axes.set_yticks(range(0, 101, 20))
         axes.set_xlabel("ε (log; ∞: no guarantee)")
         axes.set_ylabel("student test accuracy (%)")
         axes.set_title(panel_title(dataset, relation), fontsize=9)
         axes.grid(True, alpha=0.3)
-        if methods:
-            axes.legend(fontsize=7, loc="best")
+    handles = [Line2D([], [], color=colours[m], marker="o", linestyle="none", label=m) for m in methods]
+    handles += [Line2D([], [], color="#444", marker="o", linestyle="none", label="ours at ε rigorous"),
+                Line2D([], [], color="#444", marker="o", markerfacecolor="none", linestyle="none",
+                       label="ours at ε claimed"),
+                Line2D([], [], color="#444", marker="x", markersize=8, markeredgewidth=1.5, linestyle="none",
+                       label="the paper's reported point")]
+    legend = figure.legend(handles=handles, loc="lower center", ncol=6, fontsize=8, frameon=False,
+                           bbox_to_anchor=(0.5, 0.35 / height))
     figure.suptitle("Privacy–accuracy frontier. Filled: ours at ε rigorous (every teacher query), joined to "
-                    "hollow: ours at ε claimed; ×: the papers' reported points", fontsize=10)
+                    "hollow: ours at ε claimed; ×: the papers' reported points, under the relation each paper states",
+                    fontsize=10)
     figure.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
-    figure.tight_layout(rect=(0, 0.5 / (4.6 * rows_of_panels + 0.6), 1, 1))
+    figure.tight_layout(rect=(0, (0.5 + 0.25 * legend_rows) / height, 1, 1))
+    legend.set_bbox_to_anchor((0.5, 0.35 / height))
     return figure
 
 
