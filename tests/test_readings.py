@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 
 from dpsd.config import compose
-from dpsd.report import readings
-from dpsd.report.readings import (ABLATION, DPDFD_SWITCHES, DPSD_SWITCHES, FAITHFUL, REPAIR, SWITCH_SETS,
-                                  chosen_defaults, coverage, faithful_space, main_effects, run_table, seed_rows)
+from dpsd.report import readings, readings_design
+from dpsd.report.readings import ABLATION, DPDFD_SWITCHES, DPSD_SWITCHES, FAITHFUL, REPAIR, SWITCH_SETS
+from dpsd.report.readings_design import (chosen_defaults, coverage, faithful_space, main_effects, run_table,
+                                         searched, seed_rows, switches_of, varied)
+from dpsd.report.readings_page import coverage_sentence
 from dpsd.sweep.spec import REPO_SWEEPS, expand_configs, load_spec
 
 DEFAULTS = {"latents": "trainable", "student steps": "1", "L_s in the generator's loss": "minimize",
@@ -36,7 +38,7 @@ def test_every_switch_value_is_classified_and_quotes_the_paper_or_says_why_not()
                 assert reading.kind in (FAITHFUL, REPAIR, ABLATION, readings.SUBSTITUTE) and reading.words
             # a name is one column of seed_rows: two papers' switches of one name must read one config key
             assert keys.setdefault(switch.name, switch.key) == switch.key, switch.name
-    assert set(readings.DISCRIMINATOR_METHODS) <= set(SWITCH_SETS)
+    assert set(readings_design.DISCRIMINATOR_METHODS) <= set(SWITCH_SETS)
 
 
 def test_each_method_is_judged_by_its_own_papers_switches():
@@ -48,8 +50,8 @@ def test_each_method_is_judged_by_its_own_papers_switches():
                           for i, (changed, accuracy) in enumerate([({}, 10.0), ({"activation sign": "maximize"}, 11.0),
                                                                    ({"learning rates": "paper"}, 50.0)])
                           for seed in (0, 1)])
-    assert readings.switches_of(frame) is DPDFD_SWITCHES and readings.switches_of(frame.assign(method="dpsd_t")) is DPSD_SWITCHES
-    assert [s.name for s in readings.varied(frame)] == ["activation sign"]  # learning rates: not a DPDFD switch
+    assert switches_of(frame) is DPDFD_SWITCHES and switches_of(frame.assign(method="dpsd_t")) is DPSD_SWITCHES
+    assert [s.name for s in varied(frame)] == ["activation sign"]  # learning rates: not a DPDFD switch
     assert chosen_defaults(frame, DEFAULTS["teacher"])["activation sign"] == "minimize"  # a tie: the literal run
 
 
@@ -103,7 +105,7 @@ def test_seed_rows_read_each_switch_from_the_resolved_config():
 def test_one_switch_at_a_time_reads_each_flip_against_the_centre_over_the_seeds_both_ran():
     frame = rows([({"latents": "resample"}, [80.0, 84.0]), ({"latents": "resample", "student steps": "5"}, [90.0]),
                   ({}, [10.0, 12.0, 14.0])])
-    table = readings.centre_table(frame).set_index("Flipped")
+    table = readings_design.centre_table(frame).set_index("Flipped")
     assert table.loc["none (the centre)", "R3 (%)"] == "82.00 ± 2.83"
     assert table.loc["student steps", "Value"] == "5" and table.loc["student steps", "Reading"] == REPAIR
     assert table.loc["student steps", "Change (points)"] == "+10.00"  # seed 0 only: 90 - 80
@@ -116,11 +118,11 @@ def test_a_design_run_at_another_rung_names_it_in_its_tables_and_in_the_verdict_
     frame = pd.DataFrame([{"status": "run", "method": "dp_dfd", "group": "0", "seed": seed, "accuracy": 70.0 + seed,
                            "config": cfg} for seed in (0, 1)])
     at_r5 = seed_rows(frame, "R5, ε claimed 10")
-    assert at_r5.iloc[0]["kept answer"] == "soft" and readings.switches_of(at_r5) is readings.DP_DFD_SWITCHES
+    assert at_r5.iloc[0]["kept answer"] == "soft" and switches_of(at_r5) is readings.DP_DFD_SWITCHES
     assert "R5, ε claimed 10 (%)" in run_table(at_r5).columns
-    assert readings.searched(at_r5)["dp_dfd"]["where"] == "at R5, ε claimed 10"
-    assert readings.searched(at_r5)["dp_dfd"]["best"] == "70.50 ± 0.71% (n = 2)"
-    assert readings.searched(seed_rows(frame))["dp_dfd"]["where"] == "without privacy (R3)"
+    assert searched(at_r5)["dp_dfd"]["where"] == "at R5, ε claimed 10"
+    assert searched(at_r5)["dp_dfd"]["best"] == "70.50 ± 0.71% (n = 2)"
+    assert searched(seed_rows(frame))["dp_dfd"]["where"] == "without privacy (R3)"
 
 
 def test_dgds_switches_read_its_generator_loss_and_output_and_name_a_run_off_its_defaults():
@@ -132,7 +134,7 @@ def test_dgds_switches_read_its_generator_loss_and_output_and_name_a_run_off_its
     assert readings.switch_values(default)["BN-statistics term"] == "on" and readings.off_default(default) == ""
     assert readings.switch_values(both)["BN-statistics term"] == "off"
     assert readings.off_default(both) == "bn_statistics=off output=tanh_batchnorm"
-    assert readings.switches_of(pd.DataFrame({"method": ["dgd"]})) is readings.DGD_SWITCHES
+    assert switches_of(pd.DataFrame({"method": ["dgd"]})) is readings.DGD_SWITCHES
     assert readings.switch_values(compose(["method=dafl", "privacy=none"]))["BN-statistics term"] == readings.DASH  # no such loss
 
 
@@ -145,7 +147,7 @@ def test_fed_dpsds_switches_are_what_alg_2_leaves_open_and_its_old_spec_a_half_f
     value in four, every run's product of the four +-1 codes the same (no main effect aliased with a two-factor
     interaction), the first run at FedDPSD's defaults and so the ladder's R3 cell."""
     names = [switch.name for switch in readings.FED_DPSD_SWITCHES]
-    assert readings.switches_of(pd.DataFrame({"method": ["fed_dpsd"]})) is readings.FED_DPSD_SWITCHES
+    assert switches_of(pd.DataFrame({"method": ["fed_dpsd"]})) is readings.FED_DPSD_SWITCHES
     assert set(names) < {switch.name for switch in DPSD_SWITCHES}
     assert "latents" in names and not {"student steps", "update order"} & set(names)
     latents = readings.FED_DPSD_SWITCHES[names.index("latents")]
@@ -200,14 +202,14 @@ def test_a_table_says_how_many_faithful_combinations_ran_at_the_searchs_teacher(
                   ({**lenet, "latents": "resample"}, [31.0])])
     space = faithful_space(DPSD_SWITCHES)
     assert coverage(frame) == {"combinations": 3, "space": space, "teacher": "lenet5, mean/std"}
-    assert readings.coverage_sentence(frame) == (f"3 of {space} faithful combinations run at teacher lenet5, mean/std "
+    assert coverage_sentence(frame) == (f"3 of {space} faithful combinations run at teacher lenet5, mean/std "
                                                  "(a fraction: the maximum is not established).")
     dgd = pd.DataFrame([{"method": "dgd", "group": f"{bn} {out}", "seed": 0, "accuracy": 10.0,
                          "BN-statistics term": bn, "generator output": out, "teacher": DEFAULTS["teacher"]}
                         for bn in ("on", "off") for out in ("tanh", "tanh_batchnorm")])
-    assert readings.coverage_sentence(dgd).startswith("4 of 4 faithful combinations run at teacher small_cnn")
-    assert readings.coverage_sentence(dgd).endswith("(full factorial: no effect aliased).")
-    assert readings.searched(dgd)["dgd"]["combinations"] == readings.searched(dgd)["dgd"]["space"] == 4
+    assert coverage_sentence(dgd).startswith("4 of 4 faithful combinations run at teacher small_cnn")
+    assert coverage_sentence(dgd).endswith("(full factorial: no effect aliased).")
+    assert searched(dgd)["dgd"]["combinations"] == searched(dgd)["dgd"]["space"] == 4
 
 
 FULL_SPECS = sorted(REPO_SWEEPS.glob("readings_*_full.yaml"))

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from dpsd.config import compose, config_hash, resolve_paths
 from dpsd.errors import ConfigError
-from dpsd.report import figures, formats, ladder, readings, site, verdict
+from dpsd.report import figures, formats, ladder, readings, readings_design, readings_page, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.fairness import declared_groups, unequal_budgets
 from dpsd.report.reference import load_reference, rows_for_table
@@ -233,21 +233,21 @@ def _render_ladders(spec: Spec, stem: str, groups, scale_line: str, out: Path, s
 
 
 def _render_readings(spec: Spec, stem: str, frame, scale_line: str, out: Path, section: site.Section) -> None:
-    """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings`) and the main-effects plot."""
-    rung = readings.spec_rung(spec.feeds)
-    rows = readings.seed_rows(frame, rung)
+    """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings_page`) and the main-effects plot."""
+    rung = readings_design.spec_rung(spec.feeds)
+    rows = readings_design.seed_rows(frame, rung)
     title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
     caption = (f"{spec.feeds.get('title', spec.name)}: mean {rung} at each value of each switch (error bars: sample std over "
                f"the runs and seeds at that value, which differ in the other switches); {scale_line}.")
     design = rows[rows["method"].isin(readings.READ_METHODS)]
     one_at_a_time = spec.feeds.get("layout") == "one_at_a_time"
-    png = (readings.effects_figure(design, caption, out / "figures" / f"{stem}.png")
-           if readings.varied(design) and not one_at_a_time else None)  # no effects to plot before a switch varies
+    png = (readings_page.effects_figure(design, caption, out / "figures" / f"{stem}.png")
+           if readings_design.varied(design) and not one_at_a_time else None)  # no effects before a switch varies
     if png is not None:
         section.figures.append((png.relative_to(out).as_posix(), caption))
-    section.markdown = readings.readings_markdown(title, rows, str(spec.feeds.get("design", "")),
-                                                  png.relative_to(out).as_posix() if png is not None else None,
-                                                  one_at_a_time)
+    section.markdown = readings_page.readings_markdown(title, rows, str(spec.feeds.get("design", "")),
+                                                       png.relative_to(out).as_posix() if png is not None else None,
+                                                       one_at_a_time)
 
 
 def _render_query_budget(spec: Spec, stem: str, groups, scale_line: str, out: Path, section: site.Section) -> None:
@@ -344,7 +344,8 @@ def headline_verdicts(specs_dir: Path, overrides: Sequence[str], runs, reference
 
 def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
     """What the readings specs in ``specs_dir`` (``feeds.kind: readings``, run at their own budget; not one whose
-    ``feeds.axis`` names a budget axis of one reading) covered per seed method, for the verdict sentences (:func:`dpsd.report.readings.searched`); empty where none has run."""
+    ``feeds.axis`` names a budget axis of one reading) covered per seed method, for the verdict sentences
+    (:func:`dpsd.report.readings_design.searched`); empty where none has run."""
     rows = []
     for path in sorted(Path(specs_dir).glob("*.yaml")):
         spec = load_spec(path)
@@ -353,10 +354,11 @@ def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
         pairs = expand_configs(spec, "smoke", list(overrides))
         frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs)
         frame["group"] = [run_hash(cfg) for _, cfg in pairs]
-        rows.append(readings.seed_rows(frame, readings.spec_rung(spec.feeds)))
+        rows.append(readings_design.seed_rows(frame, readings_design.spec_rung(spec.feeds)))
     # a run two designs share (the centre of a one-at-a-time design is a factorial cell, a fraction's run a full
     # factorial's) counts once, with every seed either ran
-    return readings.searched(pd.concat(rows, ignore_index=True).drop_duplicates(["config_hash", "seed"])) if rows else {}
+    return (readings_design.searched(pd.concat(rows, ignore_index=True).drop_duplicates(["config_hash", "seed"]))
+            if rows else {})
 
 
 def run_hash(cfg: DictConfig) -> str:

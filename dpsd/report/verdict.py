@@ -147,7 +147,7 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
     points (or exceeded) with at least two seeds; "does not reproduce under any of N of M faithful readings run at
     teacher T (K teachers in all, S seeds each)" (N of the M faithful combinations of the method's switches, at the
     search's teacher) with the closest row where every seeded row falls short (``searched``:
-    :func:`dpsd.report.readings.searched`; without it, the harness's one reading); "one seed so far" where no row
+    :func:`dpsd.report.readings_design.searched`; without it, the harness's one reading); "one seed so far" where no row
     has two seeds; "not run" where nothing ran."""
     found: dict[tuple[str, str], list] = {}
     for _, ref in refs.iterrows():
