@@ -26,8 +26,10 @@
     dpsd pages [--manifest results/pages.yaml] [--page PATH ...] [overrides]
                                      every committed page (results/*.md, README's verdict) from the
                                      recorded runs, as results/pages.yaml lists them, in one pass
-    dpsd reproduce [--scale smoke|laptop|paper] [--only SPEC ...] [--dry-run] [--rerun-stale] [--cpus-per-trial N] [overrides]
-                                     the sweeps (whatever is missing), then the report
+    dpsd reproduce [--scale smoke|laptop|paper|pages] [--only SPEC ...] [--dry-run] [--rerun-stale] [--cpus-per-trial N] [overrides]
+                                     the sweeps (whatever is missing), then the report; prints how long
+                                     from the recorded runs' timings, then progress (also in a log);
+                                     --scale pages: each spec at the scale its page in results/pages.yaml uses
     dpsd new method NAME --from EXISTING
                                      a new method copied from EXISTING: module, YAML, its per-scale
                                      files, the registering import and a test stub; prints what is left
@@ -386,8 +388,8 @@ def cmd_pages(args: list[str]) -> None:
 
 
 def cmd_reproduce(args: list[str]) -> int:
-    from dpsd.reproduce import reproduce
-    from dpsd.sweep.spec import split_scale
+    from dpsd.reproduce import PAGES, reproduce
+    from dpsd.sweep.spec import SCALES, split_scale
     from dpsd.sweep.summary import format_summary
 
     parser = _report_parser("reproduce", "run the sweeps (whatever is missing), then render the report")
@@ -397,17 +399,22 @@ def cmd_reproduce(args: list[str]) -> int:
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
     _add_trial_resources(parser)
     _add_archive_choice(parser)
+    parser.add_argument("--pages", default="results/pages.yaml", help="--scale pages: the pages manifest")
     parsed = parser.parse_intermixed_args(args)
-    scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
+    scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale, accepted=(*SCALES, PAGES))
     result = reproduce(scale, parsed.only, parsed.dry_run, overrides, parsed.specs, parsed.reference, parsed.out,
                        parsed.address, parsed.rerun_stale, parsed.cpus_per_trial, parsed.gpus_per_trial,
-                       archive=_archive(parsed))
+                       archive=_archive(parsed), pages=Path(parsed.pages))
     for summary in result["sweeps"]:
         print(format_summary(summary, parsed.dry_run))
     for name in result["on_demand"]:
         print(f"sweep {name}: on demand (an experiment at its own budget), not run; run it with --only {name}")
-    if result["index"]:
-        print(f"report: {result['index']}")
+    for name in result["not_on_a_page"]:
+        print(f"sweep {name}: on no page of {parsed.pages}, not run at --scale {PAGES}")
+    for index in result["indexes"]:
+        print(f"report: {index}")
+    if result["estimate"] and parsed.dry_run:  # a run printed it before it started
+        print(result["estimate"])
     return 1 if any(summary["failed"] for summary in result["sweeps"]) else 0
 
 

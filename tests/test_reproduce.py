@@ -78,3 +78,99 @@ def test_a_changed_config_tree_is_a_new_composition_cache(tmp_path, monkeypatch)
     monkeypatch.setenv(sweep_spec.CACHE_VARIABLE, "off")
     assert sweep_spec.composition_cache() is None
     sweep_spec.composition_cache.cache_clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimate, the progress lines and --scale pages
+
+from dpsd.sweep.spec import Cell  # noqa: E402
+from dpsd.sweep.timing import Progress, Timing, estimate, hardware_class  # noqa: E402
+
+HERE = "AMD EPYC, 2 logical cores, no GPU"
+
+
+def _timing(run: str, digest: str, sweep: str, method: str, seconds: float, hardware: str = HERE,
+            scale: str = "laptop") -> Timing:
+    return Timing(run, digest, sweep, method, scale, hardware, seconds)
+
+
+def test_hardware_class_leaves_out_what_varies_between_trials_of_one_machine():
+    assert hardware_class("AMD EPYC, 2 logical cores, 1 torch threads, no GPU") == HERE
+    assert hardware_class("AMD EPYC, 2 logical cores, 2 torch threads, no GPU, jemalloc") == HERE
+
+
+def test_the_estimate_prices_each_cell_from_its_own_runs_then_its_specs_then_its_methods_on_this_hardware():
+    cells = [(Cell("headline", "a", (), "h1", "mnist", "dpsd"), "laptop"),   # its own earlier (stale) runs
+             (Cell("headline", "b", (), "h2", "mnist", "dpsd"), "laptop"),   # the spec's dpsd runs
+             (Cell("other", "c", (), "h3", "mnist", "dpsd"), "laptop"),      # dpsd's runs at laptop scale
+             (Cell("other", "d", (), "h4", "mnist", "dgd"), "laptop"),       # timed on a GPU machine only
+             (Cell("other", "e", (), "h5", "mnist", "pate"), "laptop")]      # never timed
+    timings = [_timing("r1", "h1", "headline", "dpsd", 100), _timing("r2", "h1", "headline", "dpsd", 300),
+               _timing("r3", "hx", "headline", "dpsd", 50), _timing("r4", "hy", "headline", "dpsd", 70),
+               _timing("r4", "hy", "headline", "dpsd", 70),  # the same run in the archive and the store: once
+               _timing("r5", "hz", "elsewhere", "dpsd", 1000, scale="paper"),  # another scale: not used
+               _timing("r6", "h4", "other", "dgd", 10, hardware="Intel Xeon, 16 logical cores, NVIDIA H200")]
+    got = estimate(cells, timings, HERE, concurrent=2)
+    # h1: median(100, 300); h2: median of the spec's dpsd runs (100, 300, 50, 70); h3: dpsd at laptop, the same runs
+    assert got.per_cell == {"h1": 200, "h2": 85, "h3": 85}
+    assert got.seconds == (200 + 85 + 85) / 2 and got.untimed == 2 and got.other_hardware == 1 and got.runs == 4
+    line = got.line()
+    assert line.startswith("estimate: ≈ 3 min for 3 of 5 cells on this machine's class of hardware "
+                           f"({HERE}; 2 trials at a time), from 4 recorded runs")
+    assert "its own earlier runs for 1" in line and "2 cells have no timing (1 timed on other hardware only)" in line
+    assert estimate([], timings, HERE, 1).line() == "estimate: nothing to run"
+    assert estimate(cells[4:], timings, HERE, 1).line().startswith("estimate: none: no recorded run")
+
+
+def test_progress_prints_cells_done_of_total_and_elapsed_and_appends_them_to_its_log(tmp_path, capsys):
+    progress = Progress()
+    progress.estimate_line = "estimate: ≈ 3 min ..."
+    priced = estimate([(Cell("s", "a", (), "h1", "digits", "dpsd"), "smoke"),
+                       (Cell("s", "b", (), "h2", "digits", "dpsd"), "smoke")],
+                      [_timing("r1", "h1", "s", "dpsd", 60, scale="smoke")], HERE, 1)
+    progress.start({"h1": "s (smoke): a", "h2": "s (smoke): b"}, priced, tmp_path)
+    progress.finished("h1", "ran", 61.0)
+    progress.finished("h1", "ran", 61.0)  # reported twice (a restored experiment): counted once
+    progress.finished("h2", "failed")
+    progress.end()
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("progress: 2 cells to run; log ") and printed[1] == "estimate: ≈ 3 min ..."
+    assert printed[2].startswith("progress: [1/2] ran s (smoke): a in 61 s; elapsed 0:00:0")
+    assert "left by the estimate" in printed[2]  # b is priced at 60 s (the spec's dpsd runs)
+    assert printed[3].startswith("progress: [2/2] failed s (smoke): b; elapsed ")
+    assert printed[4].startswith("progress: 2/2 cells finished a trial")
+    logged = progress.log_path.read_text().splitlines()
+    assert progress.log_path.parent == tmp_path and progress.log_path.name.startswith("reproduce-")
+    assert [line.split(" ", 2)[2] for line in logged] == printed
+
+
+def test_scale_pages_runs_each_spec_at_the_scale_of_its_page(tmp_path, capsys):
+    """``--scale pages``: a spec on two pages at two scales is planned at both, an on-demand spec a page names is
+    planned, a spec on no page is said to be left out; the dry run ends with the estimate."""
+    import yaml
+
+    from dpsd.cli import main
+
+    specs = tmp_path / "sweeps"
+    (specs / "common").mkdir(parents=True)
+    (specs / "common" / "smoke.yaml").write_text("{}\n")
+    base = ["method=dpsd", "privacy=label", "device=cpu", "++method.iterations=2", "++method.batch_size=16"]
+    for name, extra in (("table", {}), ("study", {"on_demand": True}), ("elsewhere", {})):
+        (specs / f"{name}.yaml").write_text(yaml.safe_dump({"name": name, "paper": None, "base": base,
+                                                           "grid": {"privacy.epsilon": [1, 10]}, **extra}))
+    manifest = tmp_path / "pages.yaml"
+    manifest.write_text(yaml.safe_dump({"pages": [
+        {"markdown": "results/table_laptop.md", "only": ["table"], "scale": "laptop"},
+        {"markdown": "results/table_paper.md", "only": ["table"], "scale": "paper"},
+        {"markdown": "results/study.md", "only": ["study", "table"], "scale": "laptop"}]}))
+    args = ["reproduce", "--dry-run", "--scale", "pages", "--specs", str(specs), "--pages", str(manifest),
+            "--no-archive", f"results_dir={tmp_path / 'results'}"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    planned = [line for line in printed.splitlines() if line.startswith("sweep ") and "dry run" in line]
+    assert planned == ["sweep table (scale=laptop) — dry run", "sweep table (scale=paper) — dry run",
+                       "sweep study (scale=laptop) — dry run"]
+    assert f"sweep elsewhere: on no page of {manifest}, not run at --scale pages" in printed
+    assert printed.rstrip().splitlines()[-1].startswith("estimate: ")
+    assert main([*args, "--only", "elsewhere"]) == 2  # named, but on no page: one line
+    assert "none of the specs named is on a page" in capsys.readouterr().err

@@ -50,6 +50,8 @@ from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_
 from dpsd.threads import set_threads, worker_env
 from dpsd.version import method_code_version
 from dpsd.sweep.summary import summarize
+from dpsd.sweep.timing import (Progress, Timing, archived_timings, estimate, register, stored_timings, this_hardware,
+                               tune_callback)
 
 CLAIM_TIMEOUT = 120.0  # seconds without a heartbeat after which a claim is taken over
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address is 127.0.0.1
@@ -68,7 +70,19 @@ def trial_resources(cpus_per_trial: float | None, gpus_per_trial: float | None) 
     Defaults: where nodes have GPUs, half a GPU per trial (two trials share one) and the matching
     share of that node's CPUs; without GPUs, all the CPUs of the largest node (trials run one per
     node at a time, each with every core: on this 2-core machine, one after another)."""
-    nodes = _live_nodes()
+    return resources_on(_live_nodes(), cpus_per_trial, gpus_per_trial)
+
+
+def local_resources(cpus_per_trial: float | None, gpus_per_trial: float | None) -> Resources:
+    """:func:`trial_resources` on a local Ray of this machine (its CPUs and GPUs), without starting Ray."""
+    import torch
+
+    return resources_on([{"CPU": float(os.cpu_count() or 1), "GPU": float(torch.cuda.device_count())}],
+                        cpus_per_trial, gpus_per_trial)
+
+
+def resources_on(nodes: list[dict], cpus_per_trial: float | None, gpus_per_trial: float | None) -> Resources:
+    """:func:`trial_resources` on a cluster of ``nodes`` (each node's ``CPU`` and ``GPU``)."""
     node_cpus = max(n.get("CPU", 1) for n in nodes)
     node_gpus = max(n.get("GPU", 0) for n in nodes)
     if gpus_per_trial is None:
@@ -216,14 +230,15 @@ def _experiment_name(name: str, scale: str, cells: Iterable[Cell]) -> str:
 
 
 def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: dict[str, dict],
-             resources: Resources) -> dict[str, Any]:
+             resources: Resources, progress: Progress | None = None) -> dict[str, Any]:
     """Run ``to_run`` as one Tune experiment named after ``name`` (the spec, or ``reproduce`` for
     several), or resume the killed driver's experiment with ``Tuner.restore`` when one for the same
     name and scale is unfinished and covers every cell left.
 
     ``storage/<name>-<scale>.current`` names the experiment in progress and the trial resources it was
     started with (a restored experiment keeps its own concurrency, so a driver asking for other resources
-    starts afresh); it is removed once ``fit`` returns, so only a driver that died mid-sweep leaves one."""
+    starts afresh); it is removed once ``fit`` returns, so only a driver that died mid-sweep leaves one.
+    ``progress`` gets each trial's outcome as it reports (:func:`~dpsd.sweep.timing.tune_callback`)."""
     from ray import tune
 
     trainable = tune.with_resources(tune.with_parameters(run_cell, cells=trials),
@@ -240,6 +255,7 @@ def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: d
         if (not live and {c.config_hash for c in to_run} <= set(previous["cells"]) and previous.get("resources") == resources.__dict__
                 and tune.Tuner.can_restore(str(path))):
             try:
+                register(previous["name"], progress)  # the restored experiment's pickled callback reports here
                 tuner = tune.Tuner.restore(str(path), trainable=trainable, resume_unfinished=True,
                                            restart_errored=True)
                 restored = True
@@ -259,7 +275,8 @@ def run_tune(storage: Path, name: str, scale: str, to_run: list[Cell], trials: d
             tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent, reuse_actors=True,
                                         trial_dirname_creator=lambda trial: trial.trial_id),
             run_config=tune.RunConfig(name=experiment, storage_path=str(storage), verbose=0,
-                                      failure_config=tune.FailureConfig(max_failures=0)),
+                                      failure_config=tune.FailureConfig(max_failures=0),
+                                      callbacks=[tune_callback(experiment, progress)]),
         )
     grid = tuner.fit()
     if not live:
@@ -426,8 +443,11 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
                cpus_per_trial: float | None = None, gpus_per_trial: float | None = None,
                claim_timeout: float = CLAIM_TIMEOUT, rerun_stale: bool = False,
                match: str | None = None, archive: Path | None = None,
-               seeds: int | None = None) -> list[dict[str, Any]]:
+               seeds: int | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
     """:func:`run_sweep` for several specs at once (``dpsd reproduce``): one summary per spec, in order.
+    ``scale``: one for every spec, or one per spec (``dpsd reproduce --scale pages``: a spec at two scales is
+    listed twice). ``progress``: gets the time the cells to run will take (:func:`~dpsd.sweep.timing.estimate`,
+    its ``estimate_line``; on a dry run too) and, while they run, each finished trial.
 
     Every spec's pending cells run in one Ray session as one Tune experiment, so a spec's last cell
     does not hold a free core idle while the next spec starts Ray, trains or loads its teacher and
@@ -437,9 +457,19 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     pattern = cell_pattern(match)
     archived = archived_versions(archive)
     memo = PlanMemo()  # the store's state, its client and the methods' code versions, read once for every spec
-    plans = [_plan(path, scale, overrides, address, dry_run, rerun_stale, datasets, pattern, archived, seeds, memo=memo)
-             for path in spec_paths]
+    scales = [scale] * len(spec_paths) if isinstance(scale, str) else list(scale)
+    if len(scales) != len(spec_paths):
+        raise ValueError(f"{len(spec_paths)} specs, {len(scales)} scales")
+    plans = [_plan(path, at, overrides, address, dry_run, rerun_stale, datasets, pattern, archived, seeds, memo=memo)
+             for path, at in zip(spec_paths, scales)]
+    timings = _timings(plans, memo, archive) if progress is not None else []
     if dry_run:
+        if progress is not None:
+            to_run = {c.config_hash: (c, p.summary["scale"]) for p in reversed(plans) for c in p.cells
+                      if p.status[c.config_hash] == "to_run"}
+            resources = local_resources(cpus_per_trial, gpus_per_trial)
+            progress.estimate_line = estimate(list(to_run.values()), timings, this_hardware(), resources.concurrent,
+                                              _where(address)).line()
         for plan in plans:
             plan.status.update({c.config_hash: "failed" for c, _ in plan.pending if c.label in plan.reasons})
         return [summarize(p.summary, p.cells, p.status, p.reasons) for p in plans]
@@ -452,7 +482,9 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     if owner:
         started = init_ray(address)
         try:
-            ran = _run_pending(plans, owner, driver, scale, cpus_per_trial, gpus_per_trial, claim_timeout)
+            label = scale if isinstance(scale, str) else "+".join(sorted(set(scales)))
+            ran = _run_pending(plans, owner, driver, label, cpus_per_trial, gpus_per_trial, claim_timeout,
+                               progress, timings, _where(address))
             outcomes = ran["outcomes"]
             for plan in plans:
                 plan.summary.update(restored=ran["restored"], resources=ran["resources"])
@@ -462,8 +494,23 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
                 import ray
 
                 ray.shutdown()
+            if progress is not None:
+                progress.end()
     after = PlanMemo()  # the store as the trials left it, read once for every spec
     return [_finish(plan, outcomes, owner, driver, after) for plan in plans]
+
+
+def _timings(plans: list[SweepPlan], memo: PlanMemo, archive: Path | None) -> list[Timing]:
+    """The recorded runs' wall times the estimate reads: the archive's and each store's (read once)."""
+    timings = archived_timings(archive)
+    for key in {(p.client.tracking_uri, p.experiment_id): p for p in plans}.values():
+        timings += stored_timings(memo.done_runs(key.client, key.experiment_id))
+    return timings
+
+
+def _where(address: str | None) -> str:
+    """Whose hardware the estimate is priced on: this machine's, the driver's when the trials run on a cluster."""
+    return "the driver's" if address else "this machine's"
 
 
 def cell_pattern(match: str | None, option: str = "--match") -> re.Pattern | None:
@@ -537,7 +584,7 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     plan.pending = [(c, cfg) for c, cfg in pending if c.config_hash not in absent]
     plan.reasons = {}  # from here on: this run's failures
     if unrecorded:  # a re-run with nothing new to record leaves MLflow as it was
-        parent = _parent(plan, scale)
+        parent = _parent(plan)
         for cell, cfg in unrecorded:
             record_data_absent(client, experiment_id, parent, cell, cfg, absent[cell.config_hash])
         if not plan.pending:
@@ -545,10 +592,10 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     return plan
 
 
-def _parent(plan: SweepPlan, scale: str) -> str:
-    """The spec's parent run (opened or reopened once per driver)."""
+def _parent(plan: SweepPlan) -> str:
+    """The spec's parent run at the plan's scale (opened or reopened once per driver)."""
     if plan.summary["parent_run_id"] is None:
-        plan.summary["parent_run_id"] = parent_run(plan.client, plan.experiment_id, plan.spec, scale)
+        plan.summary["parent_run_id"] = parent_run(plan.client, plan.experiment_id, plan.spec, plan.summary["scale"])
     return plan.summary["parent_run_id"]
 
 
@@ -587,7 +634,8 @@ def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, tuple],
 
 
 def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, scale: str, cpus_per_trial,
-                 gpus_per_trial, claim_timeout):
+                 gpus_per_trial, claim_timeout, progress: Progress | None = None, timings: Sequence[Timing] = (),
+                 where: str = "this machine's"):
     """Teachers first (one Ray task per distinct teacher, which also finds absent data; the teacher
     tasks share the cluster's CPUs, not a trial's share of them: nothing else runs yet), then the
     trials of every plan: rounds of Tune until no cell is left that another driver held
@@ -595,6 +643,13 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, s
     import ray
 
     resources = trial_resources(cpus_per_trial, gpus_per_trial)
+    if progress is not None:
+        priced = estimate([(cell, plan.summary["scale"]) for plan, cell, _ in owner.values()], timings,
+                          this_hardware(), resources.concurrent, where)
+        progress.estimate_line = priced.line()
+        progress.start({h: f"{plan.spec.name} ({plan.summary['scale']}): {cell.label}"
+                        for h, (plan, cell, _) in owner.items()}, priced,
+                       Path(plans[0].sweep_cfg.results_dir) / "ray")
     groups: dict[str, list] = {}
     for plan, cell, cfg in owner.values():
         groups.setdefault(_teacher_group(cfg), []).append((plan, cell, cfg))
@@ -602,6 +657,8 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, s
     task = ray.remote(prepare_teacher).options(num_cpus=teacher_cpus, num_gpus=resources.gpus)
     futures = {key: task.remote(list(members[0][1].overrides) + _path_overrides(members[0][2]), teacher_cpus)
                for key, members in groups.items()}
+    if progress is not None:
+        progress.note(f"preparing {len(groups)} teacher{'s' if len(groups) != 1 else ''}")
     to_run = []
     outcome = {"restored": False, "errors": [], "outcomes": {}, "resources": resources.__dict__}
     for key, members in groups.items():
@@ -611,23 +668,27 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, s
             record = {"failed": one_line(getattr(err, "cause", None) or err)}
         for plan, cell, cfg in members:
             if "failed" in record:
-                tags = {**cell_tags(cell, DONE), "mlflow.parentRunId": _parent(plan, scale)}
+                tags = {**cell_tags(cell, DONE), "mlflow.parentRunId": _parent(plan)}
                 run = plan.client.create_run(plan.experiment_id, run_name=cell.label, tags=tags).info.run_id
                 record_failure(plan.client, run, f"teacher: {record['failed']}")
                 outcome["outcomes"][cell.config_hash] = {"outcome": "failed", "reason": f"teacher: {record['failed']}"}
+                if progress is not None:
+                    progress.finished(cell.config_hash, "failed (its teacher)")
             elif "absent" in record:
                 if cell.config_hash not in recorded_hashes(plan.client, plan.experiment_id, DATA_ABSENT):
-                    record_data_absent(plan.client, plan.experiment_id, _parent(plan, scale), cell, cfg,
+                    record_data_absent(plan.client, plan.experiment_id, _parent(plan), cell, cfg,
                                        record["absent"])
                 for each in plans:  # every spec that lists the cell
                     if cell.config_hash in each.status:
                         each.status[cell.config_hash] = "data_absent"
+                if progress is not None:
+                    progress.finished(cell.config_hash, "data absent")
             else:
                 to_run.append((plan, cell, cfg))
     remaining = interleaved_by_method([cell for _, cell, _ in to_run])
     if to_run:
         trials = {cell.config_hash: {"overrides": list(cell.overrides) + _path_overrides(cfg),
-                                     "threads": resources.cpus, "parent_run_id": _parent(plan, scale),
+                                     "threads": resources.cpus, "parent_run_id": _parent(plan),
                                      "tags": cell_tags(cell, DONE), "owner": driver,
                                      "claim_timeout": claim_timeout} for plan, cell, cfg in to_run}
         storage = Path(plans[0].sweep_cfg.results_dir) / "ray"
@@ -635,7 +696,7 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, s
         client, experiment_id = plans[0].client, plans[0].experiment_id
         restored = None
         while remaining:
-            round_ = run_tune(storage, name, scale, remaining, trials, resources)
+            round_ = run_tune(storage, name, scale, remaining, trials, resources, progress)
             restored = round_["restored"] if restored is None else restored
             outcome["errors"] += round_["errors"]
             outcome["outcomes"].update(round_["outcomes"])

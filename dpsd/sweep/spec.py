@@ -203,16 +203,18 @@ def cell_overrides(spec: Spec) -> list[tuple[str, ...]]:
     return combos + list(spec.cells)
 
 
-def split_scale(overrides: Sequence[str], default: str = "smoke") -> tuple[str, list[str]]:
-    """Take ``scale=...`` out of command-line overrides: ``(scale, the rest)``."""
+def split_scale(overrides: Sequence[str], default: str = "smoke",
+                accepted: Sequence[str] = SCALES) -> tuple[str, list[str]]:
+    """Take ``scale=...`` out of command-line overrides: ``(scale, the rest)``; ``accepted``: the scales a command
+    takes (``dpsd reproduce`` also takes ``pages``)."""
     scale, rest = default, []
     for override in overrides:
         if override.startswith("scale="):
             scale = override.partition("=")[2]
         else:
             rest.append(override)
-    if scale not in SCALES:
-        raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    if scale not in accepted:
+        raise ConfigError(f"scale must be one of {', '.join(accepted)}, got {scale!r}")
     return scale, rest
 
 

@@ -1,0 +1,301 @@
+"""How long a sweep will take, from the runs' own timings, and how far it has got (``dpsd reproduce``).
+
+:func:`estimate` prices each cell to run from the recorded runs (the runs archive and the MLflow store: metric
+``time_total_s``, tag ``hardware``) measured on this machine's class of hardware (:func:`hardware_class`: the CPU,
+its logical cores and the GPU, less the thread count a trial was given): the cell's own earlier runs (a stale or
+failed-before cell), else its spec's runs of its method at its scale, else its method's runs at its scale, else it
+has no timing; each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their
+own budget at the scale called smoke) price only other on-demand specs' cells, and the others only the others.
+The sum is divided by the trials that run at once here.
+
+:class:`Progress` prints one line per finished trial (cells done / total, elapsed, what is left by the estimate)
+to the terminal and appends it to a log file beside Tune's experiments (``<results_dir>/ray/``).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import math
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from dpsd.errors import ConfigError
+from dpsd.sweep.spec import Cell, load_spec
+
+TIME_METRIC = "time_total_s"
+_THREADS = re.compile(r", \d+ torch threads|, jemalloc")
+
+
+def hardware_class(hardware: str) -> str:
+    """A run's ``hardware`` tag less what varies between trials of one machine (torch's threads, the allocator):
+    ``AMD EPYC, 2 logical cores, no GPU``."""
+    return _THREADS.sub("", hardware or "").strip()
+
+
+def this_hardware() -> str:
+    """This machine's :func:`hardware_class`, as a run here would be tagged."""
+    from dpsd.tracking import hardware_text
+
+    return hardware_class(hardware_text())
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One recorded run's wall time and what it is compared on."""
+
+    run_id: str
+    config_hash: str
+    sweep: str
+    method: str
+    scale: str
+    hardware: str
+    seconds: float
+
+
+def _method_of(overrides: str) -> str:
+    """The ``method=`` an archived run's overrides chose (the last one wins, as in Hydra; config.yaml's default
+    is dpsd)."""
+    chosen = [o.split("=", 1)[1] for o in overrides.split() if o.startswith("method=")]
+    return chosen[-1] if chosen else "dpsd"
+
+
+def archived_timings(path: Path | None) -> list[Timing]:
+    """The finished runs of a runs archive (``results/runs.csv``) with a wall time."""
+    if path is None or not Path(path).is_file():
+        return []
+    timings = []
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            seconds = _seconds(row.get(f"metrics.{TIME_METRIC}"))
+            if row.get("status") == "FINISHED" and seconds is not None and row.get("hardware"):
+                timings.append(Timing(row.get("run_id", ""), row.get("config_hash", ""), row.get("sweep", ""),
+                                      _method_of(row.get("overrides", "")), row.get("scale", ""),
+                                      hardware_class(row["hardware"]), seconds))
+    return timings
+
+
+def stored_timings(runs: Iterable[Any]) -> list[Timing]:
+    """The MLflow runs (:func:`dpsd.sweep.store.done_runs`) with a wall time."""
+    timings = []
+    for run in runs:
+        tags, seconds = run.data.tags, _seconds(run.data.metrics.get(TIME_METRIC))
+        if seconds is not None and tags.get("hardware"):
+            timings.append(Timing(run.info.run_id, tags.get("config_hash", ""), tags.get("sweep", ""),
+                                  tags.get("method", ""), tags.get("scale", ""), hardware_class(tags["hardware"]),
+                                  seconds))
+    return timings
+
+
+def _seconds(value: Any) -> float | None:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
+
+
+LEVELS = ("its own earlier runs", "its spec's runs of its method", "its method's runs at its scale")
+
+
+@functools.lru_cache(maxsize=None)
+def on_demand(sweep: str) -> bool:
+    """Whether the spec named ``sweep`` (``sweeps/<name>.yaml``) is on demand; a spec not found there (a study
+    elsewhere on disk, a spec since removed) is taken for one that is not."""
+    try:
+        return load_spec(sweep).on_demand
+    except ConfigError:
+        return False
+
+
+@dataclass
+class Estimate:
+    """:func:`estimate`'s answer: ``seconds`` of wall time (None when no cell has a timing), ``per_cell``
+    (config_hash -> seconds of one trial), the runs it rests on, the cells priced at each level and those with no
+    timing."""
+
+    seconds: float | None
+    per_cell: dict[str, float]
+    runs: int
+    by_level: dict[str, int]
+    untimed: int
+    cells: int
+    hardware: str
+    concurrent: int
+    where: str = "this machine's"
+    other_hardware: int = 0  # untimed cells that have runs on another class of hardware
+
+    def line(self) -> str:
+        """``estimate: ≈ 3.1 h on this machine's class of hardware (...) from 412 archived runs; ...``."""
+        if not self.cells:
+            return "estimate: nothing to run"
+        at_once = f"{self.concurrent} trial{'s' if self.concurrent != 1 else ''} at a time"
+        if self.where != "this machine's":
+            at_once += "; the cluster's nodes may differ"
+        if self.seconds is None:
+            text = (f"estimate: none: no recorded run of these cells' methods on {self.where} class of hardware "
+                    f"({self.hardware}; {at_once})")
+        else:
+            levels = ", ".join(f"{level} for {n}" for level, n in self.by_level.items() if n)
+            text = (f"estimate: ≈ {duration(self.seconds)} for {self.cells - self.untimed} of {self.cells} cells on "
+                    f"{self.where} class of hardware ({self.hardware}; {at_once}), from {self.runs} recorded runs "
+                    f"(a cell's time: the median of {levels})")
+        if self.untimed:
+            text += f"; {self.untimed} cell{'s have' if self.untimed != 1 else ' has'} no timing"
+            if self.other_hardware:
+                text += f" ({self.other_hardware} timed on other hardware only)"
+        return text
+
+
+def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardware: str, concurrent: int,
+             where: str = "this machine's") -> Estimate:
+    """The wall time of running ``cells`` (each with its scale) ``concurrent`` at a time on ``hardware``, from
+    ``timings`` (module docstring)."""
+    mine = [t for t in {t.run_id or id(t): t for t in timings}.values() if t.hardware == hardware]
+    keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.method, t.scale),
+            lambda t: (t.method, t.scale, on_demand(t.sweep)))
+    indexes: list[dict] = [{} for _ in keys]
+    for timing in mine:
+        for index, key in zip(indexes, keys):
+            index.setdefault(key(timing), []).append(timing)
+    elsewhere = {t.config_hash for t in timings if t.hardware != hardware} | {
+        (t.method, t.scale, on_demand(t.sweep)) for t in timings if t.hardware != hardware}
+    per_cell, used, by_level = {}, set(), dict.fromkeys(LEVELS, 0)
+    untimed = other = 0
+    for cell, scale in cells:
+        wanted = (cell.config_hash, (cell.spec, cell.method, scale), (cell.method, scale, on_demand(cell.spec)))
+        for level, index, key in zip(LEVELS, indexes, wanted):
+            found = index.get(key)
+            if found:
+                per_cell[cell.config_hash] = statistics.median(t.seconds for t in found)
+                used.update(t.run_id for t in found)
+                by_level[level] += 1
+                break
+        else:
+            untimed += 1
+            other += cell.config_hash in elsewhere or wanted[2] in elsewhere
+    total = sum(per_cell.values()) / max(1, concurrent) if per_cell else None
+    return Estimate(total, per_cell, len(used), by_level, untimed, len(cells), hardware, max(1, concurrent), where,
+                    other)
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``12 min``, ``3.1 h``."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def clock(seconds: float) -> str:
+    """``1:02:03``: elapsed wall time."""
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+@dataclass
+class Progress:
+    """Cells done / total and elapsed, one line per finished trial, on the terminal and in ``log_path`` (both as
+    they happen). Started (:meth:`start`) once the cells to run are known; :meth:`finished` is called by the Tune
+    callback (:func:`tune_callback`) in the driver."""
+
+    echo: bool = True
+    log_path: Path | None = None
+    total: int = 0
+    done: int = 0
+    began: float = 0.0
+    labels: dict[str, str] = field(default_factory=dict)  # config_hash -> "spec: label"
+    per_cell: dict[str, float] = field(default_factory=dict)  # config_hash -> estimated seconds of a trial
+    concurrent: int = 1
+    left: set[str] = field(default_factory=set)
+    estimate_line: str | None = None
+
+    def say(self, line: str) -> None:
+        if self.echo:
+            print(line, flush=True)
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8") as handle:
+                handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+
+    def start(self, labels: dict[str, str], estimated: Estimate | None, log_dir: Path | None) -> None:
+        self.labels, self.total, self.done, self.began = dict(labels), len(labels), 0, time.time()
+        self.left = set(labels)
+        if estimated is not None:
+            self.per_cell, self.concurrent = estimated.per_cell, estimated.concurrent
+        if log_dir is not None:
+            self.log_path = Path(log_dir) / f"reproduce-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        self.say(f"progress: {self.total} cells to run"
+                 + (f"; log {self.log_path}" if self.log_path is not None else ""))
+        if self.estimate_line:
+            self.say(self.estimate_line)
+
+    def note(self, line: str) -> None:
+        """A step between the trials (the teachers), with the elapsed time."""
+        self.say(f"progress: {line} (elapsed {clock(time.time() - self.began)})")
+
+    def finished(self, digest: str, outcome: str, seconds: float | None = None) -> None:
+        if digest not in self.left:  # a trial reported twice (a restored experiment): counted once
+            return
+        self.left.discard(digest)
+        self.done += 1
+        took = f" in {duration(seconds)}" if seconds else ""
+        left = [self.per_cell[d] for d in self.left if d in self.per_cell]
+        ahead = f"; ≈ {duration(sum(left) / self.concurrent)} left by the estimate" if left else ""
+        self.say(f"progress: [{self.done}/{self.total}] {outcome} {self.labels.get(digest, digest)}{took}; "
+                 f"elapsed {clock(time.time() - self.began)}{ahead}")
+
+    def end(self) -> None:
+        if self.total:
+            self.say(f"progress: {self.done}/{self.total} cells finished a trial; elapsed {clock(time.time() - self.began)}")
+
+
+_LIVE: dict[str, Progress] = {}  # Tune experiment name -> the driver's Progress (see tune_callback)
+
+
+def live_progress(experiment: str) -> Progress | None:
+    return _LIVE.get(experiment)
+
+
+def tune_callback(experiment: str, progress: Progress):
+    """A Tune callback (run in the driver) that hands each trial's reported outcome to ``progress``. It holds the
+    experiment's name, not ``progress``: Tune pickles it with the experiment, and a driver that restores a killed
+    driver's experiment gets the callback back from that pickle, so each driver registers its own ``progress``
+    under the name (:func:`register`) and the callback looks it up when a trial reports."""
+    from ray import tune
+
+    register(experiment, progress)
+
+    class ToProgress(tune.Callback):
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def _progress(self) -> Progress | None:
+            from dpsd.sweep.timing import live_progress  # the module's registry, not a pickled copy of it
+
+            return live_progress(self.name)
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            progress, digest = self._progress(), (trial.config or {}).get("config_hash")
+            if progress is not None and digest and "outcome" in result:
+                progress.finished(digest, str(result["outcome"]), result.get("time_total_s"))
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            progress, digest = self._progress(), (trial.config or {}).get("config_hash")
+            if progress is not None and digest:
+                progress.finished(digest, "error")
+
+    return ToProgress(experiment)
+
+
+def register(experiment: str, progress: Progress | None) -> None:
+    """``progress`` receives the trials of the Tune experiment ``experiment`` (None: nothing does)."""
+    if progress is None:
+        _LIVE.pop(experiment, None)
+    else:
+        _LIVE[experiment] = progress
