@@ -2,7 +2,8 @@
 
 ``code_version()`` is the package version plus a hash of what the result-producing Python sources
 *mean*: each module's syntax tree without docstrings, and the parsed ``pyproject.toml`` less its ``[tool]``
-tables (the import layers, pytest's and mutmut's settings compute nothing)
+tables (the import layers, pytest's and mutmut's settings compute nothing) and its extras
+(``[project.optional-dependencies]``: the contributors' tools and the study tool's optimiser, which no method imports)
 (:data:`SOURCES`, less :data:`RESULT_FREE`). A comment, a docstring, the README, or the code that only
 starts, records or renders runs therefore leaves it unchanged, while any change to what a run computes
 changes it. YAML is not hashed here: a config file's values reach a result only through the composed
@@ -96,8 +97,11 @@ def meaning_of(text: str, name: str) -> bytes:
     the bytes hashed for it (a module's syntax tree in :func:`canonical_dump`)."""
     if name.endswith(".py"):
         return canonical_dump(_without_docstrings(ast.parse(text, filename=name))).encode()
-    if name.endswith(".toml"):  # the project and its build, not the tools' settings ([tool]: linters, pytest)
-        return json.dumps({k: v for k, v in tomllib.loads(text).items() if k != "tool"}, sort_keys=True).encode()
+    if name.endswith(".toml"):  # the project and its build, not the tools' settings nor the extras' tools
+        parsed = {k: v for k, v in tomllib.loads(text).items() if k != "tool"}
+        if isinstance(parsed.get("project"), dict):
+            parsed["project"] = {k: v for k, v in parsed["project"].items() if k != "optional-dependencies"}
+        return json.dumps(parsed, sort_keys=True).encode()
     return text.encode()
 
 

@@ -76,6 +76,8 @@ def test_a_config_value_or_a_tools_setting_leaves_the_code_version_and_pyproject
     assert source_hash(SOURCES, root=tree) != before
     (tree / "pyproject.toml").write_text('[project]\nname = "pkg"\n[tool.importlinter]\nroot_packages = ["pkg"]\n')
     assert source_hash(SOURCES, root=tree) == before  # a tool's settings (the import layers) compute nothing
+    (tree / "pyproject.toml").write_text('[project]\nname = "pkg"\n[project.optional-dependencies]\ndev = ["optuna"]\n')
+    assert source_hash(SOURCES, root=tree) == before  # an extra's tools (pytest, the study's optimiser) neither
     (tree / "pkg" / "m.py").write_text(MODULE.replace("X = 1", "X = 2"))
     assert source_hash(SOURCES, root=tree) != before
 

@@ -3,6 +3,7 @@ under an older hashing rule, before another method's code changed, or before a c
 
     python tools/retag_code_version.py [--results-dir DIR] [--archive results/runs.csv] [--dry-run]
                                        [--result-neutral-since COMMIT] [--methods M ...]
+                                       [--save-versions JSON | --versions-before JSON]
 
 Without a store under ``--results-dir`` (a fresh clone), ``--archive`` and ``--result-neutral-since`` retag the
 archive's rows alone.
@@ -24,6 +25,10 @@ where every metric but the wall times is bit-identical, the runs recorded by COM
 today's (vouched by ``result-neutral since COMMIT``). A method whose numbers differ, or whose run fails, is
 listed and keeps its runs stale. It is evidence for the default path of each method, not a proof for every
 config: use it for changes whose new code is off by default, and say so in the commit.
+
+``--save-versions JSON`` then ``--versions-before JSON`` carry runs across a change of the hashing rule alone
+(``dpsd/version.py``, or a part of ``pyproject.toml`` the rule stops hashing): the first writes every method's
+version before the change, the second vouches each of those for today's version of its method.
 """
 
 from __future__ import annotations
@@ -91,6 +96,15 @@ def _differences(before: dict, after: dict) -> str:
     return ", ".join(f"{k} {before.get(k)} -> {after.get(k)}" for k in keys if before.get(k) != after.get(k))
 
 
+def rule_change(saved: Path) -> dict[tuple[str, str], str]:
+    """``(saved version, method) -> vouching words`` for each method whose version ``--save-versions`` wrote differs
+    from today's: the same files hashed under another rule (run it right before changing ``dpsd/version.py``'s rule
+    or the hashed part of ``pyproject.toml``, with no other change in between)."""
+    before = json.loads(saved.read_text())
+    return {(old, method): "the same code under a changed hashing rule" for method, old in before.items()
+            if method in METHODS and old != method_code_version(method)}
+
+
 def retag_archive(archive: Path, vouched: dict[tuple[str, str], str], dry_run: bool) -> None:
     """Without a store (a fresh clone): the archive's rows whose method code version is vouched for get today's
     (the version names its method: ``<package version>+<method>.<hash>``)."""
@@ -113,21 +127,32 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--result-neutral-since", metavar="COMMIT",
                         help="vouch for the methods whose smoke runs at COMMIT and here compute the same metrics")
     parser.add_argument("--methods", nargs="+", help="with --result-neutral-since: only these (default: all)")
+    parser.add_argument("--save-versions", type=Path, metavar="JSON",
+                        help="write each method's code version here and stop (before a change to the hashing rule)")
+    parser.add_argument("--versions-before", type=Path, metavar="JSON",
+                        help="vouch for the versions --save-versions wrote: the same code under another hashing rule")
     args = parser.parse_args(argv)
+    if args.save_versions:
+        args.save_versions.write_text(json.dumps({m: method_code_version(m) for m in METHODS.names()}, indent=1))
+        return
     store = args.results_dir / "mlflow.db"
     unknown = sorted(set(args.methods or ()) - set(METHODS.names()))
     if unknown:
         parser.error(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(METHODS.names())}")
+    rule_changed = rule_change(args.versions_before) if args.versions_before else {}
     if not store.exists():
-        if args.archive is None or not args.result_neutral_since:
+        if args.archive is None or not (args.result_neutral_since or rule_changed):
             parser.error(f"no MLflow store at {store} (expected the results folder of dpsd sweep / dpsd run); "
-                         "without one, give --archive and --result-neutral-since to retag the archive's rows")
-        retag_archive(args.archive, result_neutral(args.result_neutral_since, args.methods or METHODS.names()),
-                      args.dry_run)
+                         "without one, give --archive and --result-neutral-since or --versions-before to retag "
+                         "the archive's rows")
+        vouched = dict(rule_changed)
+        if args.result_neutral_since:
+            vouched.update(result_neutral(args.result_neutral_since, args.methods or METHODS.names()))
+        retag_archive(args.archive, vouched, args.dry_run)
         return
     client = mlflow.MlflowClient(f"sqlite:///{store.resolve()}")
     experiments = [e.experiment_id for e in client.search_experiments()]
-    vouched = equivalent_versions(client, experiments)
+    vouched = {**equivalent_versions(client, experiments), **rule_changed}
     if args.result_neutral_since:
         vouched.update(result_neutral(args.result_neutral_since, args.methods or METHODS.names()))
     for (version, method), by in sorted(vouched.items()):
