@@ -291,11 +291,26 @@ def cmd_sweep(args: list[str]) -> int:
                         help="run every cell at seeds 0..N-1 (default: the spec's seeds: list, else seed 0)")
     _add_trial_resources(parser)
     _add_archive_choice(parser)
+    parser.add_argument("--search", choices=["optuna"],
+                        help="search the spec's search: ranges with Optuna (through Ray Tune) instead of running its "
+                             "cells; then run the best configurations at more seeds (dpsd report --study SPEC)")
+    parser.add_argument("--trials", type=int, default=20, help="with --search: the search's trials (default 20)")
+    parser.add_argument("--best", type=int, default=3, help="with --search: configurations run again (default 3)")
+    parser.add_argument("--scheduler", choices=["asha"], help="with --search: Ray Tune's ASHA scheduler")
     parser.add_argument("--claim-timeout", type=float, default=CLAIM_TIMEOUT, metavar="SECONDS",
                         help="take over another driver's claim on a cell after this long without its heartbeat "
                              f"(default {CLAIM_TIMEOUT:g})")
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(parsed.overrides)
+    if parsed.search:
+        from dpsd.sweep.study import run_study
+
+        found = run_study(parsed.spec, parsed.trials, scale, overrides, best=parsed.best,
+                          repeat_seeds=parsed.seeds or 3, scheduler=parsed.scheduler, address=parsed.address,
+                          cpus_per_trial=parsed.cpus_per_trial, gpus_per_trial=parsed.gpus_per_trial)
+        print(f"study {found['study']}: {found['trials']} trials finished, {len(found['best'])} best configurations "
+              f"run again ({found['repeats']} runs); its page: dpsd report --study {parsed.spec}")
+        return 0
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
                         parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout,
                         rerun_stale=parsed.rerun_stale, match=parsed.match, archive=_archive(parsed),
@@ -358,9 +373,17 @@ def cmd_report(args: list[str]) -> None:
     parser.add_argument("--readme", metavar="PATH",
                         help="splice the verdict table and the frontier figure into PATH between its "
                              "'<!-- verdict -->' and '<!-- /verdict -->' lines (README.md; needs the headline spec)")
+    parser.add_argument("--study", metavar="SPEC",
+                        help="render the page of the hyper-parameter study of SPEC (dpsd sweep SPEC --search optuna) "
+                             "into --out instead: importance, parallel coordinates, the best configuration")
     _add_archive_choice(parser)
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
+    if parsed.study:
+        from dpsd.report.study import render_study
+
+        print(f"report: {render_study(parsed.study, overrides, parsed.out)}")
+        return
     index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out,
                           parsed.markdown, _archive(parsed), update_archive=bool(parsed.archive),
                           title=parsed.title, readme=parsed.readme)

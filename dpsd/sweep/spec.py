@@ -28,7 +28,7 @@ from dpsd.config import CONFIG_DIR, check_method_overrides, compose, config_hash
 from dpsd.errors import ConfigError
 
 SCALES = ("smoke", "laptop", "paper")
-SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "on_demand")
+SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "on_demand", "search")
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 # The smoke overrides every spec shares (less the keys a spec varies): the package's
 # ``sweeps/common/smoke.yaml``, wherever the spec lies, unless the spec's folder has a ``common/smoke.yaml``
@@ -51,6 +51,7 @@ class Spec:
     # an experiment at its own budget (the ladder, the query budget): run when named (``dpsd sweep``,
     # ``dpsd reproduce --only``), never by a bare ``dpsd reproduce``, whose smoke scale is a pipeline check
     on_demand: bool = False
+    search: dict = dataclasses.field(default_factory=dict)  # a study's ranges (dpsd.sweep.study), checked there
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def load_spec(path: str | os.PathLike) -> Spec:
         base=base, grid={str(k): tuple(v) for k, v in grid.items()},
         cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path),
         smoke_caps=() if on_demand else common_smoke_caps(path),
-        on_demand=on_demand,
+        on_demand=on_demand, search=dict(raw.get("search") or {}),
     )
 
 

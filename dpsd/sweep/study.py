@@ -1,0 +1,215 @@
+"""Hyper-parameter studies: a spec's ranges searched by Optuna through Ray Tune, the best configurations run again
+at more seeds, every trial a recorded run.
+
+A spec's ``search:`` block maps override keys to ranges, one distribution each (:data:`DISTRIBUTIONS`)::
+
+    search:
+      method.student_lr: {loguniform: [1.0e-4, 0.1]}
+      method.output_step: {uniform: [0.01, 1.0]}
+      method.latents: {choice: [trainable, resample]}
+      ++method.iterations: {int: [100, 400]}
+
+``dpsd sweep SPEC --search optuna --trials N`` (:func:`run_study`) searches them around the spec's one cell (its
+base, its smoke list at ``scale=smoke``, the command line's overrides) with Ray Tune's ``OptunaSearch`` (Optuna's
+TPE sampler, seeded), each trial one ``run_experiment`` at the spec's first seed, optionally under Ray Tune's
+``ASHAScheduler`` (a trial reports once, when its run ends, so ASHA stops nothing early here: it only orders; the
+flag is kept for specs whose trials differ in budget). Then the ``best`` configurations are run at the spec's
+other seeds (or seeds 1..``repeat_seeds``-1).
+
+Selection never sees the accuracy a reader is shown. The test split is cut once, by a fixed permutation, into a
+*selection* half and a *held-out* half (:func:`split_halves`); each trial's student (recorded with its run) is
+scored on both, logged as the run's ``selection_accuracy`` and ``held_out_accuracy``; the search maximises the first,
+the report (:mod:`dpsd.report.study`) shows the second. The run's own ``student_test_accuracy`` (the whole test
+split) stays as every run has it. Trials are tagged ``study`` (the spec's name), ``study_phase`` (``search`` or
+``repeat``) and ``study_params`` (the sampled values, JSON)."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import DictConfig
+
+from dpsd.errors import ConfigError
+from dpsd.sweep.spec import Spec, expand_configs, load_spec, override_key
+
+DISTRIBUTIONS = ("loguniform", "uniform", "int", "choice")
+SELECTION, HELD_OUT = "selection_accuracy", "held_out_accuracy"
+SPLIT_SEED = 0  # the permutation that cuts the test split into its selection and held-out halves
+
+
+def search_block(spec: Spec) -> dict[str, tuple[str, list]]:
+    """The spec's ``search:`` ranges as ``{override key: (distribution, arguments)}``; a ConfigError names what is
+    wrong (no block, an unknown distribution, bounds that are not two increasing numbers, an empty choice)."""
+    raw = spec.search
+    if not raw:
+        raise ConfigError(f"sweep {spec.name}: a study needs a search: block mapping override keys to ranges "
+                          f"({', '.join(f'{{{d}: ...}}' for d in DISTRIBUTIONS)})")
+    space: dict[str, tuple[str, list]] = {}
+    for key, entry in raw.items():
+        if not isinstance(entry, dict) or len(entry) != 1 or next(iter(entry)) not in DISTRIBUTIONS:
+            raise ConfigError(f"sweep {spec.name}: search.{key} must be one of {', '.join(DISTRIBUTIONS)} with its "
+                              f"arguments (e.g. {{loguniform: [1.0e-4, 0.1]}}), got {entry!r}")
+        kind, args = next(iter(entry.items()))
+        if kind == "choice":
+            if not isinstance(args, list) or not args:
+                raise ConfigError(f"sweep {spec.name}: search.{key}: choice takes a non-empty list, got {args!r}")
+        elif not (isinstance(args, list) and len(args) == 2 and all(isinstance(a, (int, float)) for a in args)
+                  and args[0] < args[1] and (kind != "loguniform" or args[0] > 0)
+                  and (kind != "int" or all(isinstance(a, int) for a in args))):
+            raise ConfigError(f"sweep {spec.name}: search.{key}: {kind} takes [low, high] with low < high"
+                              + (" (both > 0)" if kind == "loguniform" else " (integers)" if kind == "int" else "")
+                              + f", got {args!r}")
+        space[str(key)] = (kind, list(args))
+    return space
+
+
+def tune_space(space: dict[str, tuple[str, list]]) -> dict[str, Any]:
+    """:func:`search_block`'s ranges as Ray Tune domains (which ``OptunaSearch`` turns into Optuna's)."""
+    from ray import tune
+
+    domains = {"loguniform": lambda a: tune.loguniform(*a), "uniform": lambda a: tune.uniform(*a),
+               "int": lambda a: tune.randint(a[0], a[1] + 1), "choice": lambda a: tune.choice(a)}
+    return {key: domains[kind](args) for key, (kind, args) in space.items()}
+
+
+def study_overrides(spec: Spec, scale: str, overrides: Sequence[str]) -> list[str]:
+    """What every trial composes before its sampled values: the spec's one cell at ``scale`` (a study searches
+    around one cell: a grid or explicit cells are a ConfigError), less its seed and the keys the search sets."""
+    configs = expand_configs(spec, scale, overrides)
+    labels = {cell.label.rpartition(" seed=")[0] if " seed=" in cell.label else "" for cell, _ in configs}
+    if len(labels) != 1:
+        raise ConfigError(f"sweep {spec.name}: a study searches around one cell, the spec has {len(labels)} "
+                          "(drop its grid: and cells:, or write a spec for the study)")
+    searched = {override_key(k) for k in spec.search}
+    return [o for o in configs[0][0].overrides
+            if override_key(o) not in searched and override_key(o) != "seed"]
+
+
+def trial_overrides(base: Sequence[str], params: dict[str, Any], seed: int) -> list[str]:
+    """A trial's overrides: ``base``, then each sampled value (a float written so Hydra reads it back exactly)."""
+    def value(v: Any) -> str:
+        return repr(float(v)) if isinstance(v, float) else str(v)
+
+    return [*base, *(f"{key}={value(v)}" for key, v in params.items()), f"seed={seed}"]
+
+
+def split_halves(count: int, seed: int = SPLIT_SEED) -> tuple[list[int], list[int]]:
+    """The test split's indices cut into a selection half and a held-out half by a fixed permutation."""
+    import torch
+
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed)).tolist()
+    return sorted(order[:count // 2]), sorted(order[count // 2:])
+
+
+def half_accuracies(cfg: DictConfig, run_id: str) -> dict[str, float]:
+    """The recorded student of ``run_id`` scored on the selection and held-out halves of its test split."""
+    import tempfile
+
+    import torch
+    from mlflow.tracking import MlflowClient
+    from torch.utils.data import Subset
+
+    from dpsd.config import resolve_device
+    from dpsd.data import load_data
+    from dpsd.models import build_classifier
+    from dpsd.teachers import evaluate_accuracy
+    from dpsd.tracking import tracking_uri
+
+    data = load_data(cfg)
+    student = build_classifier(cfg.model.student.arch, data.channels, data.image_size, data.num_classes)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = MlflowClient(tracking_uri(cfg)).download_artifacts(run_id, "student.pt", tmp)
+        state = torch.load(Path(path), map_location="cpu")
+    student.load_state_dict({k.removeprefix("_module."): v for k, v in state.items()})  # Opacus wraps the student
+    device = resolve_device(cfg.device)
+    selection, held_out = split_halves(len(data.test))
+    return {SELECTION: evaluate_accuracy(student.to(device), Subset(data.test, selection), device),
+            HELD_OUT: evaluate_accuracy(student, Subset(data.test, held_out), device)}
+
+
+def study_trial(config: dict, study: dict) -> None:
+    """A Tune trial: one run at the sampled values (``config``; a repeat carries its own ``seed``), scored on the test
+    split's two halves; reports ``selection_accuracy`` (what the search maximises) or a one-line ``reason``."""
+    from mlflow.tracking import MlflowClient
+    from ray import tune
+
+    from dpsd.config import compose
+    from dpsd.experiment import run_experiment
+    from dpsd.sweep.runner import one_line
+    from dpsd.threads import set_threads
+    from dpsd.tracking import tracking_uri
+
+    point = config.get("point", config)  # a repeat's values and seed come as one grid point
+    params = {k: v for k, v in point.items() if k != "seed"}
+    seed = int(point.get("seed", study["seed"]))
+    set_threads(study["threads"])
+    try:
+        cfg = compose(trial_overrides(study["base"], params, seed))
+        cfg.tracking.tags = {"study": study["name"], "study_phase": "repeat" if "seed" in point else "search",
+                             "study_params": json.dumps(params, sort_keys=True), "scale": study["scale"]}
+        summary = run_experiment(cfg, show_progress=False)
+        halves = half_accuracies(cfg, summary["run_id"])
+        client = MlflowClient(tracking_uri(cfg))
+        for key, value in halves.items():
+            client.log_metric(summary["run_id"], key, value)
+    except Exception as err:  # a failed trial is reported, not raised: the search goes on
+        tune.report({SELECTION: -math.inf, "reason": one_line(err)})
+        return
+    tune.report({SELECTION: halves[SELECTION], "run_id": summary["run_id"]})
+
+
+def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequence[str] = (),
+              best: int = 3, repeat_seeds: int = 3, scheduler: str | None = None, address: str | None = None,
+              cpus_per_trial: float | None = None, gpus_per_trial: float | None = None) -> dict[str, Any]:
+    """Search ``spec_path``'s ranges with ``trials`` Optuna trials, then run its ``best`` configurations at the other
+    seeds (the spec's seeds after its first, else 1..``repeat_seeds``-1). Returns the trials' outcomes."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    from dpsd.config import compose, resolve_paths
+    from dpsd.sweep.runner import init_ray, trial_resources
+
+    if trials < 1:
+        raise ConfigError(f"--trials must be at least 1, got {trials}")
+    if scheduler not in (None, "asha"):
+        raise ConfigError(f"--scheduler must be asha (or left out), got {scheduler!r}")
+    spec = load_spec(spec_path)
+    space = search_block(spec)
+    base = study_overrides(spec, scale, overrides)
+    seeds = list(spec.seeds[1:]) if len(spec.seeds) > 1 else list(range(1, repeat_seeds))
+    resolved = resolve_paths(compose(base))  # a Ray trial runs in a folder of its own: paths made absolute here
+    base += [f"results_dir={resolved.results_dir}"] + ([f"data.root={resolved.data.root}"] if resolved.data.root else [])
+    storage = str(Path(resolved.results_dir) / "ray")  # Tune's state beside the sweeps'
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    started = init_ray(address)
+    try:
+        resources = trial_resources(cpus_per_trial, gpus_per_trial)
+        study = {"name": spec.name, "base": base, "seed": spec.seeds[0], "threads": resources.cpus, "scale": scale}
+        trainable = tune.with_resources(tune.with_parameters(study_trial, study=study),
+                                        {"cpu": resources.cpus, "gpu": resources.gpus})
+        search = OptunaSearch(metric=SELECTION, mode="max", seed=spec.seeds[0])
+        tuner = tune.Tuner(trainable, param_space=tune_space(space), tune_config=tune.TuneConfig(
+            search_alg=search, num_samples=trials, max_concurrent_trials=resources.concurrent,
+            scheduler=ASHAScheduler(metric=SELECTION, mode="max") if scheduler == "asha" else None),
+            run_config=tune.RunConfig(name=f"study-{spec.name}-{stamp}", storage_path=storage, verbose=0))
+        found = [r for r in tuner.fit() if r.metrics and math.isfinite(r.metrics.get(SELECTION, -math.inf))]
+        found.sort(key=lambda r: r.metrics[SELECTION], reverse=True)
+        chosen = [{k: r.config[k] for k in space} for r in found[:best]]
+        repeats = []
+        if chosen and seeds:
+            points = [{**params, "seed": seed} for params in chosen for seed in seeds]
+            again = tune.Tuner(trainable, param_space={"point": tune.grid_search(points)},
+                tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent),
+                run_config=tune.RunConfig(name=f"study-{spec.name}-{stamp}-repeat", storage_path=storage, verbose=0))
+            repeats = list(again.fit())
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+    return {"study": spec.name, "trials": len(found), "best": chosen, "repeats": len(repeats)}
