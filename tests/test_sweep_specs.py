@@ -103,7 +103,7 @@ def check_fields(path: Path) -> None:
     grid = spec.get("grid") or {}
     assert all(isinstance(v, list) and v for v in grid.values())
     assert all(isinstance(c, list) and all("=" in o for o in c) for c in spec.get("cells") or [])
-    assert grid or spec.get("cells"), "a spec names its cells"
+    assert grid or spec.get("cells") or spec.get("search"), "a spec names its cells (or a study its ranges)"
     if feeds["kind"] in ("curve", "sensitivity"):
         keys = set(grid) | {o.split("=", 1)[0] for c in spec.get("cells") or [] for o in c}
         assert feeds["x"] in keys, "the x axis is an override the cells vary"

@@ -40,7 +40,8 @@ from dpsd.tracking import tracking_uri
 DEFAULT_SPECS = Path("sweeps")
 DEFAULT_REFERENCE = Path("results/reference/papers.csv")
 DEFAULT_OUT = Path("reports")
-KINDS = ("table", "curve", "sensitivity", "samples", "ladder", "query_budget", "readings")
+# study: a spec's search: ranges, rendered by dpsd report --study (dpsd.report.study), not with the cells of the rest
+KINDS = ("table", "curve", "sensitivity", "samples", "ladder", "query_budget", "readings", "study")
 
 
 def spec_paths(specs_dir: Path = DEFAULT_SPECS, only: Sequence[str] = ()) -> list[Path]:
@@ -276,6 +277,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     A spec whose cells have no run at all is rendered, and said so on stderr with the command that fills it.
     """
     loaded = [load_spec(path) for path in specs]  # a bad spec name stops before anything is composed
+    loaded = [spec for spec in loaded if spec.feeds.get("kind") != "study"]  # a study's page is its own
     composed = compose(list(overrides))
     shown_results = str(composed.results_dir)  # as the command line gave it: a page names no machine's path
     cfg: DictConfig = resolve_paths(composed)
