@@ -135,7 +135,7 @@ def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path) -> str:
     best = best_configuration(runs)
     if best is not None:
         lines += ["## Best configuration", "",
-                  ", ".join(f"`{k}={v}`" for k, v in best["params"].items())
+                  ", ".join(f"`{k}={v:.4g}`" if isinstance(v, float) else f"`{k}={v}`" for k, v in best["params"].items())
                   + f": held-out accuracy {best['held_out']}% (n = {best['n']}, seeds {best['seeds']}; runs "
                   + ", ".join(best["runs"]) + ").", ""]
     return "\n".join(lines)

@@ -194,7 +194,7 @@ def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequ
                                         {"cpu": resources.cpus, "gpu": resources.gpus})
         search = OptunaSearch(metric=SELECTION, mode="max", seed=spec.seeds[0])
         tuner = tune.Tuner(trainable, param_space=tune_space(space), tune_config=tune.TuneConfig(
-            search_alg=search, num_samples=trials, max_concurrent_trials=resources.concurrent,
+            search_alg=search, num_samples=trials, max_concurrent_trials=resources.concurrent, reuse_actors=True,
             scheduler=ASHAScheduler(metric=SELECTION, mode="max") if scheduler == "asha" else None),
             run_config=tune.RunConfig(name=f"study-{spec.name}-{stamp}", storage_path=storage, verbose=0))
         found = [r for r in tuner.fit() if r.metrics and math.isfinite(r.metrics.get(SELECTION, -math.inf))]
@@ -204,7 +204,7 @@ def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequ
         if chosen and seeds:
             points = [{**params, "seed": seed} for params in chosen for seed in seeds]
             again = tune.Tuner(trainable, param_space={"point": tune.grid_search(points)},
-                tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent),
+                tune_config=tune.TuneConfig(max_concurrent_trials=resources.concurrent, reuse_actors=True),
                 run_config=tune.RunConfig(name=f"study-{spec.name}-{stamp}-repeat", storage_path=storage, verbose=0))
             repeats = list(again.fit())
     finally:
