@@ -373,16 +373,17 @@ def cmd_report(args: list[str]) -> None:
     parser.add_argument("--readme", metavar="PATH",
                         help="splice the verdict table and the frontier figure into PATH between its "
                              "'<!-- verdict -->' and '<!-- /verdict -->' lines (README.md; needs the headline spec)")
-    parser.add_argument("--study", metavar="SPEC",
-                        help="render the page of the hyper-parameter study of SPEC (dpsd sweep SPEC --search optuna) "
-                             "into --out instead: importance, parallel coordinates, the best configuration")
+    parser.add_argument("--study", metavar="SPEC", nargs="+",
+                        help="render the page of each hyper-parameter study (dpsd sweep SPEC --search optuna) into "
+                             "--out instead: importance, parallel coordinates, the best configuration; with several, "
+                             "also sensitivity.md comparing them")
     _add_archive_choice(parser)
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(_overrides_after_only(parsed), parsed.scale)
     if parsed.study:
         from dpsd.report.study import render_study
 
-        print(f"report: {render_study(parsed.study, overrides, parsed.out)}")
+        print("report: " + ", ".join(map(str, render_study(parsed.study, overrides, parsed.out))))
         return
     index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out,
                           parsed.markdown, _archive(parsed), update_archive=bool(parsed.archive),

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from dpsd.errors import ConfigError
-from dpsd.report.study import best_configuration, importance_table, optuna_study, study_markdown, study_runs
+from dpsd.report.study import (best_configuration, importance_table, optuna_study, sensitivity_markdown, study_markdown,
+                               study_runs)
 from dpsd.sweep.spec import load_spec
 from dpsd.sweep.study import HELD_OUT, SELECTION, run_study, search_block, split_halves, study_overrides
 
@@ -87,6 +88,16 @@ def test_importance_names_the_hyper_parameter_that_decides_and_the_best_configur
     assert "## Which hyper-parameters matter" in page and "held-out accuracy 88.00 ± 1.00% (n = 3" in page
     assert (tmp_path / "figures" / "study_study_parallel.png").stat().st_size > 0
     assert (tmp_path / "figures" / "study_study_pair.png").stat().st_size > 0
+
+
+def test_the_sensitivity_page_ranks_each_studys_hyper_parameters(tmp_path):
+    spec = load_spec(write(tmp_path, search={"method.student_lr": {"loguniform": [1e-4, 0.1]},
+                                             "method.output_step": {"uniform": [0.05, 1.0]}}))
+    page = sensitivity_markdown([(spec, made_up_runs()), (spec, made_up_runs().iloc[:1])])
+    rows = [line for line in page.splitlines() if line.startswith("| [study]")]
+    assert len(rows) == 2 and "| dpsd | 8 |" in rows[0]
+    assert rows[0].index("method.student_lr") < rows[0].index("method.output_step")  # the one that decides first
+    assert rows[1].split("|")[-2].strip() == "—"  # one trial: no importance to read
 
 
 def test_a_trial_records_its_run_scored_on_both_halves_and_reports_the_selection_half(tmp_path, monkeypatch):

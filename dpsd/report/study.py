@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from dpsd.report.figures import PNG_METADATA
-from dpsd.report.tables import fmt_mean_std, markdown_table
+from dpsd.report.tables import DASH, fmt_mean_std, markdown_table
 from dpsd.sweep.study import HELD_OUT, SELECTION, search_block
 from dpsd.sweep.spec import Spec
 
@@ -141,17 +141,42 @@ def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path) -> str:
     return "\n".join(lines)
 
 
-def render_study(spec_path: str, overrides: list[str], out: str | Path) -> Path:
-    """Write ``out/study_<name>.md`` (and its figures) from the study's runs in the store the ``overrides``
-    name (``results_dir``, ``tracking``); returns the page's path."""
+def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]]) -> str:
+    """The page that compares studies: per study (its method), its hyper-parameters from most to least important
+    (fANOVA's mean over three forest seeds), and its trials."""
+    rows = []
+    for spec, runs in studies:
+        search = runs[runs["phase"] == "search"]
+        ranked = importance_table(optuna_study(spec, runs)) if len(search) >= 2 else pd.DataFrame()
+        method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), DASH)
+        rows.append({"Study": f"[{spec.name}](study_{spec.name}.md)", "Method": method, "Trials": len(search),
+                     "Most to least important (fANOVA)": "; ".join(
+                         f"{r['Hyper-parameter']} {r['_mean']:.2f}" for _, r in ranked.iterrows()) or DASH})
+    return "\n".join(["# Which hyper-parameters matter, method by method", "",
+                      "Each row is a study (`dpsd sweep SPEC --search optuna`; its page has the plots and the best "
+                      "configuration): its hyper-parameters ranked by Optuna's fANOVA importance of the selection "
+                      "accuracy, the mean over three forest seeds (the importances of a study sum to 1).", "",
+                      markdown_table(pd.DataFrame(rows)), ""])
+
+
+def render_study(spec_paths: list[str], overrides: list[str], out: str | Path) -> list[Path]:
+    """Write ``out/study_<name>.md`` (and its figures) for each study from its runs in the store the ``overrides``
+    name (``results_dir``, ``tracking``), and for several ``out/sensitivity.md`` comparing them; returns the pages."""
     from dpsd.config import compose, resolve_paths
     from dpsd.sweep.spec import load_spec
     from dpsd.sweep.store import client_for
 
-    spec = load_spec(spec_path)
     client, experiment_id = client_for(resolve_paths(compose(list(overrides))))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    page = out / f"study_{spec.name}.md"
-    page.write_text(study_markdown(spec, study_runs(client, [experiment_id], spec.name), out) + "\n")
-    return page
+    pages, studies = [], []
+    for spec in map(load_spec, spec_paths):
+        runs = study_runs(client, [experiment_id], spec.name)
+        page = out / f"study_{spec.name}.md"
+        page.write_text(study_markdown(spec, runs, out) + "\n")
+        pages.append(page)
+        studies.append((spec, runs))
+    if len(studies) > 1:
+        pages.append(out / "sensitivity.md")
+        pages[-1].write_text(sensitivity_markdown(studies))
+    return pages
