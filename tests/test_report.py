@@ -423,3 +423,13 @@ def test_a_curve_never_mixes_two_neighbouring_relations():
     single = groups[groups["dataset"] == "fmnist"]
     assert panels(single.drop(columns="neighbouring")) == [("fmnist", None)]
     assert line_figure(single.drop(columns="neighbouring"), "x", "t", "c").axes[0].get_title() == "fmnist"
+
+
+def test_a_resumed_runs_minutes_count_the_training_before_its_resume():
+    """A run resumed from a checkpoint records its last process's wall seconds and the training before the resume
+    apart; the tables' Minutes add them (a 13-hour run resumed at its end is not a 20-minute run)."""
+    from dpsd.report.cells import wall_seconds
+
+    assert wall_seconds(pd.Series({"metrics.time_total_s": 1200.0, "metrics.train_s_before_resume": 48000.0})) == 49200.0
+    assert wall_seconds(pd.Series({"metrics.time_total_s": 1200.0, "metrics.train_s_before_resume": float("nan")})) == 1200.0
+    assert wall_seconds(pd.Series({"metrics.time_total_s": 1200.0})) == 1200.0

@@ -15,11 +15,11 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_block_quotes_the_paper_with_its_source_and_reads_ours_from_the_config():
     dpsd = compose(["dataset=mnist", "method=dpsd", "privacy=data", "++method.stages=20"])
     dp_dfd = compose(["dataset=mnist", "method=dp_dfd", "privacy=label"])
-    groups = pd.DataFrame([{"method": "dpsd", "dataset": "mnist", "config": dpsd, "status": "run", "metrics.time_total_s": 120.0,
+    groups = pd.DataFrame([{"method": "dpsd", "dataset": "mnist", "config": dpsd, "status": "run", "wall_s": 120.0,
                             "hardware": "AMD EPYC, 2 logical cores, 1 torch threads, no GPU | NVIDIA H100"},
-                           {"method": "dp_dfd", "dataset": "mnist", "config": dp_dfd, "status": "run", "metrics.time_total_s": 60.0},
+                           {"method": "dp_dfd", "dataset": "mnist", "config": dp_dfd, "status": "run", "wall_s": 60.0},
                            {"method": "dpsd", "dataset": "digits", "config": compose(["method=dpsd"]), "status": "run",
-                            "metrics.time_total_s": 600.0}])
+                            "wall_s": 600.0}])
     settings = pd.DataFrame([{"paper": "dpsd", "method": "dpsd", "dataset": "mnist", "key": "batch_size",
                               "value": "b=256", "source": 'paper.txt:155 "batch size b=256"'}])
     block = settings_block(groups, settings)

@@ -57,8 +57,16 @@ def cell_frame(cells: Sequence[Any], configs: Sequence[DictConfig], runs: pd.Dat
             row.update(run_id=run["run_id"], artifact_uri=run["artifact_uri"])
             if row["status"] == RUN:
                 row.update({k: run[k] for k in runs.columns if k in FIGURES or k in WORDS or k.startswith("metrics.")})
+                row["wall_s"] = wall_seconds(run)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def wall_seconds(run: pd.Series) -> float:
+    """A run's wall seconds: its last process's (``time_total_s``) plus the training before a resume, where it was
+    resumed from a checkpoint (``train_s_before_resume``): the whole run, not its last segment."""
+    before = run.get("metrics.train_s_before_resume", math.nan)
+    return float(run.get("metrics.time_total_s", math.nan)) + (0.0 if pd.isna(before) else float(before))
 
 
 def _mean(values: pd.Series) -> float:
@@ -82,7 +90,7 @@ def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
         row = {k: first[k] for k in ("order", "group", "overrides", "config", "method", "dataset", "epsilon", "x", "series")}
         row.update(status=status, seeds=len(done), planned_seeds=len(cells),
                    run_ids=list(done["run_id"]), artifact_uris=list(done["artifact_uri"]))
-        for name in [c for c in frame.columns if c in FIGURES or c.startswith("metrics.")]:
+        for name in [c for c in frame.columns if c in FIGURES or c == "wall_s" or c.startswith("metrics.")]:
             row[name] = _mean(done[name]) if len(done) else math.nan
         row["accuracy_std"] = _std(done["accuracy"]) if len(done) and "accuracy" in done else math.nan
         for name in WORDS:  # the seeds' distinct values, e.g. two code versions

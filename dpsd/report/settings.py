@@ -7,8 +7,11 @@ the runs' wall minutes. A setting the paper does not state is "not stated"; a va
 
 from __future__ import annotations
 
+import html
 import math
+import re
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 from omegaconf import OmegaConf
@@ -94,21 +97,20 @@ def hardware(groups: pd.DataFrame) -> str:
     return " / ".join(machines) + (f" / {missing} of {len(recorded)} cell groups {unrecorded}" if missing else "")
 
 
-def settings_block(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = "mnist") -> str:
-    """Per method of ``groups`` on ``dataset`` that the settings file names: a table of setting, the paper's value (with
-    a numbered source) and ours (each distinct value of the method's cells), then the cells' mean wall
-    minutes. Empty when no method is named."""
+def settings_tables(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = "mnist") -> tuple[list[dict], list[str]]:
+    """Per method of ``groups`` on ``dataset`` that the settings file names: ``{"method", "paper", "rows"}`` with rows
+    of (setting, the paper's value with a numbered source, ours: each distinct value of the method's cells), the last
+    the cells' mean wall minutes; and the sources, numbered from 1 in order. Both empty when no method is named."""
     if groups.empty or settings.empty:
-        return ""
+        return [], []
     groups = groups[groups["dataset"] == dataset]  # the papers' settings are their MNIST experiments'
-    parts, sources = [], []
+    tables, sources = [], []
     for method in dict.fromkeys(groups["method"]):
         paper_rows = settings[(settings["method"] == method) & (settings["dataset"] == dataset)]
         if paper_rows.empty:
             continue
         mine = groups[groups["method"] == method]
-        lines = [f"**{method}** (paper: {paper_rows['paper'].iloc[0]})", "", "| Setting | Paper | Ours |",
-                 "| --- | --- | --- |"]
+        rows = []
         for key in KEYS:
             stated = paper_rows[paper_rows["key"] == key]
             paper = []
@@ -118,14 +120,154 @@ def settings_block(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = 
                 paper.append(f"{row['value']} [{sources.index(row['source']) + 1}]")
             values = (hardware(mine) if key == "hardware"
                       else " / ".join(dict.fromkeys(ours(cfg, key) for cfg in mine["config"])))
-            cells = [key.replace("_", " "), "; ".join(paper) or "not stated", values]
-            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+            rows.append((key.replace("_", " "), "; ".join(paper) or "not stated", values))
         done = mine[mine["status"] == RUN]
-        minutes = done.get("metrics.time_total_s", pd.Series(dtype=float)).dropna() / 60
-        lines.append(f"| wall minutes a cell | — | {minutes.mean():.1f} (mean of {len(minutes)} cell groups' runs) |"
-                     if len(minutes) and not math.isnan(minutes.mean()) else "| wall minutes a cell | — | no run |")
-        parts.append("\n".join(lines))
-    if not parts:
+        minutes = done.get("wall_s", pd.Series(dtype=float)).dropna() / 60
+        rows.append(("wall minutes a cell", "—",
+                     f"{minutes.mean():.1f} (mean of {len(minutes)} cell groups' runs)"
+                     if len(minutes) and not math.isnan(minutes.mean()) else "no run"))
+        tables.append({"method": method, "paper": paper_rows["paper"].iloc[0], "rows": rows})
+    return tables, sources
+
+
+def settings_block(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = "mnist") -> str:
+    """Per method of ``groups`` on ``dataset`` that the settings file names: a table of setting, the paper's value (with
+    a numbered source) and ours (each distinct value of the method's cells), then the cells' mean wall
+    minutes (:func:`settings_tables`), as Markdown. Empty when no method is named."""
+    tables, sources = settings_tables(groups, settings, dataset)
+    if not tables:
         return ""
+    parts = []
+    for table in tables:
+        lines = [f"**{table['method']}** (paper: {table['paper']})", "", "| Setting | Paper | Ours |", "| --- | --- | --- |"]
+        lines += ["| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+                  for cells in table["rows"]]
+        parts.append("\n".join(lines))
     notes = [f"[{i}] `{source}`  " for i, source in enumerate(sources, 1)]
     return "\n\n".join([*parts, "\n".join(["Sources (results/reference/settings.csv): ", *notes])])
+
+
+def settings_html(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = "mnist") -> str:
+    """The tables of :func:`settings_block` as HTML, one ``<table>`` per method (a caption naming it and its paper),
+    then the numbered sources; empty when no method is named."""
+    tables, sources = settings_tables(groups, settings, dataset)
+    if not tables:
+        return ""
+    parts = ['<div class="settings"><h3>Setting vs paper</h3><div class="settings-grid">']
+    for table in tables:
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for cells in table["rows"])
+        parts.append(f'<table class="settings-table"><caption><b>{html.escape(table["method"])}</b> (paper: '
+                     f'{html.escape(table["paper"])})</caption><thead><tr><th>Setting</th><th>Paper</th><th>Ours</th>'
+                     f"</tr></thead><tbody>{body}</tbody></table>")
+    notes = "".join(f"<li><code>{html.escape(source)}</code></li>" for source in sources)
+    parts.append(f'</div><p class="legend">Sources (results/reference/settings.csv):</p><ol class="settings-sources">{notes}</ol></div>')
+    return "".join(parts)
+
+# What a row of settings.csv states of one config key, where it states one value the config can hold: (settings key,
+# a pattern its value matches, the config key, the value it states: a function of the pattern's match, the cell's
+# config and the paper row's architecture text (papers.csv; "" where unknown), the words the "differs" column uses).
+# A row no rule matches states no config value (a range, an ablation, a free-text architecture, the ε the cell is run
+# at); a rule whose config key the method does not have (DAFL's Adam, fixed in its code) is not checked.
+def _student(match, cfg, architecture: str) -> str:
+    """DP-DFD's student is per experiment: ResNet-18 where the paper row names it (its label-sensitive Table II),
+    else the DataLens CNN (its data-sensitive Table I)."""
+    return "resnet18" if re.search(r"student resnet-?18", architecture, re.I) else "datalens_cnn"
+
+
+def _beta(match, cfg, architecture: str) -> float:
+    epsilon = OmegaConf.select(cfg, "privacy.epsilon", default=None)
+    return 0.001 if epsilon is not None and epsilon <= 1 else 0.005
+
+
+RULES: tuple[tuple[str, str, str, Callable, str], ...] = (
+    ("teacher", r"(?i)\bresnet ?34\b|34-layer resnet|resnet teachers are 34-layer", "model.teacher.arch", lambda *_: "resnet34", "teacher"),
+    ("teacher", r"^LeNet-5 \(LeNet5\)$", "model.teacher.arch", lambda *_: "lenet5", "teacher"),
+    ("teacher", r"Dirichlet \(scaling ([\d.]+)\)", "method.dirichlet_alpha", lambda m, *_: float(m[1]), "Dirichlet α"),
+    ("student", r"in data-sensitive experiments; Resnet18 in label-sensitive", "model.student.arch", _student,
+     "student"),
+    ("student", r"^(?!.*label-sensitive).*same network (configuration )?as DataLens", "model.student.arch",
+     lambda *_: "datalens_cnn", "student"),
+    ("student", r"^LeNet-5-half", "model.student.arch", lambda *_: "lenet5_half", "student"),
+    ("generator", r"^latent_dim (\d+)$", "model.generator.latent_dim", lambda m, *_: int(m[1]), "latent size"),
+    ("iterations", r"\bT=(\d+) iterations", "method.iterations", lambda m, *_: int(m[1]), "T"),
+    ("iterations", r"^epochs: (\d+)$", "method.iterations",
+     lambda m, cfg, _: int(m[1]) * int(cfg.method.iterations_per_epoch), "iterations"),
+    ("iterations", r"^per epoch: (\d+) iterations$", "method.iterations_per_epoch", lambda m, *_: int(m[1]),
+     "iterations an epoch"),
+    ("batch_size", r"\bb=(\d+)", "method.batch_size", lambda m, *_: int(m[1]), "b"),
+    ("batch_size", r"^(\d+)$", "method.batch_size", lambda m, *_: int(m[1]), "batch"),
+    ("student_optimizer", r"\bAdam\b", "method.optimizer", lambda *_: "adam", "optimiser"),
+    ("student_optimizer", r"γs=([\d.]+)", "method.output_step", lambda m, *_: float(m[1]), "γs"),
+    ("student_optimizer", r"^lr ([\d.e-]+)$", "method.student_lr", lambda m, *_: float(m[1]), "student lr"),
+    ("generator_optimizer", r"\bAdam\b", "method.optimizer", lambda *_: "adam", "optimiser"),
+    ("generator_optimizer", r"γg=([\d.]+)", "method.generator_lr", lambda m, *_: float(m[1]), "γg"),
+    ("generator_optimizer", r"^lr ([\d.e-]+)$", "method.generator_lr", lambda m, *_: float(m[1]), "generator lr"),
+    ("image_size", r"^(\d+)×\1 ", "model.teacher.input.image_size", lambda m, *_: int(m[1]), "image side"),
+    ("image_size", r"^MNIST resized to (\d+)×\1", "model.teacher.input.image_size", lambda m, *_: int(m[1]),
+     "image side"),
+    ("normalization", r"^Normalize mean 0\.1307, std 0\.3081", "model.teacher.input.normalization",
+     lambda *_: "mean_std", "input"),
+    ("noise", r"^σ=(\d+) \(noise scale\)", "privacy.sigma", lambda m, *_: float(m[1]), "σ"),
+    ("noise", r"^β=10\^-3 when ε≤1, β=5×10\^-3 when 1<ε≤10", "privacy.beta", _beta, "β"),
+    ("noise", r"^k=(\d+) for MNIST", "privacy.k", lambda m, *_: int(m[1]), "k"),
+    ("noise", r"^m=(\d+) clients", "method.num_clients", lambda m, *_: int(m[1]), "clients"),
+    ("noise", r"^threshold t=1/\(2·nc\)", "method.threshold", lambda *_: "paper", "threshold"),
+    ("noise", r"^ε1=([\d.]+)$", "method.latent_epsilon", lambda m, *_: float(m[1]), "ε1"),
+)
+# Where a mode decides whether a config key is read: the noise keys only under their privacy mode.
+MODES = {"privacy.sigma": ("data",), "privacy.beta": ("data",), "privacy.k": ("data", "label")}
+# The side a config's null image size means: the dataset's own (the papers' settings are their MNIST experiments').
+OWN_SIDE = {"mnist": 28, "fmnist": 28}
+WORDS = {"small_cnn": "small CNN", "resnet34": "ResNet-34", "resnet18": "ResNet-18", "datalens_cnn": "DataLens CNN",
+         "lenet5": "LeNet-5", "lenet5_half": "LeNet-5-half", "mean_std": "mean/std", "minus_one_one": "[-1, 1]"}
+
+
+def stated(settings: pd.DataFrame, method: str, cfg, architecture: str = "", dataset: str = "mnist") -> list[dict]:
+    """Every config value ``settings`` states for ``method`` on ``dataset`` that ``cfg`` can hold (:data:`RULES`):
+    dicts of the settings row's ``key`` and ``value``, the config ``path``, ``paper`` (the value it states), ``ours``
+    (``cfg``'s) and ``words``. ``architecture``: the paper row's (papers.csv), for a setting stated per experiment."""
+    rows = settings[(settings["method"] == method) & (settings["dataset"] == dataset)] if len(settings) else settings
+    found = []
+    for _, row in rows.iterrows():
+        for key, pattern, path, value, words in RULES:
+            match = re.search(pattern, row["value"]) if key == row["key"] else None
+            if match is None or OmegaConf.select(cfg, path, default=MISSING_KEY) is MISSING_KEY:
+                continue
+            if path in MODES and OmegaConf.select(cfg, "privacy.mode", default=None) not in MODES[path]:
+                continue
+            ours_value = OmegaConf.select(cfg, path)
+            if path.endswith("image_size") and ours_value is None:
+                ours_value = OWN_SIDE.get(str(OmegaConf.select(cfg, "dataset.name", default=dataset)), ours_value)
+            found.append({"key": row["key"], "value": row["value"], "path": path, "words": words,
+                          "paper": value(match, cfg, architecture), "ours": ours_value})
+    return found
+
+
+MISSING_KEY = object()
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a == b
+
+
+def _shown(value) -> str:
+    return WORDS.get(str(value), f"{value:g}" if isinstance(value, float) else str(value))
+
+
+def differences(settings: pd.DataFrame, method: str, cfg, architecture: str = "", dataset: str = "mnist") -> list[str]:
+    """What ``cfg`` sets otherwise than ``method``'s paper states (:func:`stated`), one phrase each:
+    ``teacher small CNN (paper ResNet-34)``, ``b 128 (256)`` (the first phrase says "paper"); a noise scale the run
+    solves for its ε target (``privacy.calibrate``) is said so. Empty where every stated value is ours."""
+    phrases = []
+    for item in stated(settings, method, cfg, architecture, dataset):
+        if item["path"] == "privacy.sigma" and str(OmegaConf.select(cfg, "privacy.calibrate", default="off")) != "off":
+            phrases.append(f"σ solved for the ε target ({_shown(item['paper'])})")
+        elif not _same(item["ours"], item["paper"]):
+            phrases.append(f"{item['words']} {_shown(item['ours'])} ({_shown(item['paper'])})")
+    phrases = list(dict.fromkeys(phrases))
+    if phrases:
+        first = re.sub(r"\(([^()]*)\)$", r"(paper \1)", phrases[0])
+        phrases[0] = first
+    return phrases

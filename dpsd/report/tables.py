@@ -7,7 +7,8 @@ cell group (DPSD's "Teacher" and DP-DFD's "Baseline") are one row, both names ke
 methods this harness does not implement are no comparison: they go to the table's compact *context*
 (row, dataset, ε, reported, source). Each row shows reported / reproduced / difference, both epsilon ledgers, the neighbouring
 relation eps_rigorous is stated under (rows of one table may differ: the column says so), delta, the
-number of seeds, the mean wall minutes of a run (``time_total_s``) and the code version that recorded the runs, ``STALE`` when it is not this
+number of seeds, the mean wall minutes of a run (a resumed run's whole: :func:`~dpsd.report.cells.wall_seconds`) and
+the code version that recorded the runs, ``STALE`` when it is not this
 checkout's (:mod:`dpsd.version`). A cell with no run shows "—", one whose data files are absent
 "data absent".
 """
@@ -203,7 +204,7 @@ def _row(ref: pd.Series | None, group: pd.Series | None, note: str) -> dict[str,
         "Neighbouring": (group.get("neighbouring") or DASH) if group is not None else DASH,
         "δ": _delta(ref, group),
         "Seeds": f"{group['seeds']}/{group['planned_seeds']}" if group is not None else DASH,
-        "Minutes": fmt_number(group.get("metrics.time_total_s", math.nan) / 60, 1) if group is not None else DASH,
+        "Minutes": fmt_number(group.get("wall_s", math.nan) / 60, 1) if group is not None else DASH,
         "Code": code_cell(group.get("code_version", "")) if group is not None else DASH,
     }
 
