@@ -116,10 +116,26 @@ def cmd_run(args: list[str]) -> None:
     parser = _parser("run", "train, evaluate, account and record one run")
     parser.add_argument("--json", metavar="PATH", help="also write the run summary (every metric, both ledgers) as JSON")
     parsed = parser.parse_intermixed_args(args)
-    summary = run_experiment(compose(parsed.overrides, strict=True))
+    cfg = compose(parsed.overrides, strict=True)
+    try:
+        summary = run_experiment(cfg)
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(interrupted_run(cfg)) from None
     print_summary(summary)
     if parsed.json:
         write_json(parsed.json, summary)
+
+
+def interrupted_run(cfg) -> str:
+    """What an interrupted ``dpsd run`` leaves: its checkpoint and the step it holds, where the run writes one."""
+    from dpsd.config import resolve_paths
+    from dpsd.experiment import checkpointer
+    from dpsd.privacy_ops.calibrate import calibrate
+
+    saved = checkpointer(resolve_paths(calibrate(cfg)))  # named as run_experiment names it
+    if saved is None or not saved.path.is_file():
+        return "nothing recorded"
+    return f"nothing recorded; checkpoint at step {steps_done(saved.path)} ({saved.path}): the same command resumes from it"
 
 
 def write_json(path: str, payload: Any) -> None:
@@ -684,9 +700,9 @@ def main(argv: list[str] | None = None) -> int:
     except Fault as err:
         print(f"dpsd {args.command}: error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; a checkpointed run keeps its last checkpoint
-        print(f"dpsd {args.command}: interrupted; nothing recorded (a run with checkpoint.every_steps resumes from "
-              "its last checkpoint when started again)", file=sys.stderr)
+    except KeyboardInterrupt as stop:  # Ctrl-C: one line, no traceback; a checkpointed run says where it can resume
+        print(f"dpsd {args.command}: interrupted; " + (str(stop) or "nothing recorded (a run with "
+              "checkpoint.every_steps resumes from its last checkpoint when started again)"), file=sys.stderr)
         return 130
     return status or 0
 

@@ -89,3 +89,23 @@ def test_a_run_that_cannot_checkpoint_is_refused_in_one_line(tmp_path, overrides
 def test_only_methods_that_name_their_state_are_resumable():
     with pytest.raises(ConfigError, match="method 'dpsd' with these settings cannot resume"):
         validate(resolve_paths(compose(["method=dpsd", "checkpoint.every_steps=5"])))
+
+
+def test_ctrl_c_during_a_checkpointed_dpsd_run_names_the_step_it_resumes_from(tmp_path, monkeypatch, capsys):
+    """Ctrl-C in `dpsd run`: one line, exit 130, the checkpoint and its step where the run wrote one."""
+    from dpsd.cli import main
+
+    original, calls = DAFLTrainer.step, {"n": 0}
+
+    def step(self):
+        calls["n"] += 1
+        if calls["n"] == 6:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(DAFLTrainer, "step", step)
+    overrides = [*DAFL_SMALL, f"results_dir={tmp_path}", "checkpoint.every_steps=2"]
+    assert main(["run", *overrides]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "dpsd run: interrupted; nothing recorded; checkpoint at step 4 (" in err[0], err
+    assert "the same command resumes from it" in err[0]
