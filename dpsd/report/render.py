@@ -13,7 +13,6 @@ Every file is named for the spec *and* the scale (:func:`artifact_stem`): a spec
 from __future__ import annotations
 
 import hashlib
-import html
 import re
 import shutil
 import sys
@@ -31,7 +30,7 @@ from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.fairness import declared_groups, unequal_budgets
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
-from dpsd.report.settings import load_settings, settings_block, settings_path
+from dpsd.report.settings import load_settings, settings_block, settings_html, settings_path
 from dpsd.report.runs import absolute_artifact_uri, load_history, latest_per_cell, store_words, write_archive
 from dpsd.report.tables import markdown_table, page_scale_line, paper_table, scale_line, switches
 from dpsd.sweep.spec import Spec, expand_configs, group_label, load_spec, varied_keys
@@ -164,10 +163,16 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     if block:  # the section opens with what the paper states beside what our cells ran with
         section.markdown = "\n".join([f"## Setting vs paper: {spec.feeds.get('title', spec.name)}", "", block, "",
                                       section.markdown])
-        section.table_html = f'<details><summary>Setting vs paper</summary><pre>{html.escape(block)}</pre></details>' \
-            + section.table_html
+        section.table_html = settings_html(groups, settings) + section.table_html
     if feeds.get("frontier") and len(groups):
-        _render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched, reference)
+        by_scale = {scale: groups}  # each verdict row at paper scale where a run exists, else at the page's scale
+        other = verdict.PAPER_SCALE if scale != verdict.PAPER_SCALE else str(feeds.get("scale", scale))
+        if other != scale:
+            paired = expand_configs(spec, other, list(overrides))
+            found = group_frame(cell_frame([cell for cell, _ in paired], [cfg for _, cfg in paired], runs))
+            by_scale = {other: found, scale: groups} if other == verdict.PAPER_SCALE else {scale: groups, other: found}
+        _render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched, reference, by_scale,
+                        settings)
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
@@ -184,10 +189,12 @@ LADDER_PAGE = "results/ladder.md"  # the page README's verdict links a method's 
 
 
 def _render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: Path, section: site.Section,
-                    searched: dict | None = None, reference=None) -> None:
+                    searched: dict | None = None, reference=None, by_scale: dict | None = None,
+                    settings=None) -> None:
     """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG), the verdict table and one verdict
     sentence per method (``searched``: what the readings specs covered), kept as the section's ``verdict``
-    block for ``--readme``. The figure is named for the spec and the scale (``stem``): the headline rendered at paper
+    block for ``--readme``; the table reads each row at the first scale of ``by_scale`` (paper scale first) with a
+    run for it, and says beside it what that run set otherwise than the paper (``settings``). The figure is named for the spec and the scale (``stem``): the headline rendered at paper
     scale beside the laptop one (results/headline_paper.md, results/headline_laptop.md) must not overwrite the frontier
     the README shows."""
     caption = (f"{spec.feeds.get('title', spec.name)}; {scale_line}. Points: mean over seeds (error bars: sample "
@@ -197,7 +204,7 @@ def _render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: P
     section.figures.append((paths[0].relative_to(out).as_posix(), caption))
     section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
     section.verdict_figures = [p.relative_to(out).as_posix() for p in paths]
-    rows = verdict.verdict_rows(refs, groups, LADDER_PAGE, reference)
+    rows = verdict.verdict_rows(refs, by_scale or groups, LADDER_PAGE, reference, settings)
     table = verdict.verdict_markdown(rows, "the runs archived in results/runs.csv")
     bullets = verdict.verdict_bullets(verdict.method_verdicts(refs, groups, searched))
     sentences = ["Per method, from the same runs and the readings searches "

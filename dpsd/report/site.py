@@ -15,6 +15,14 @@ div.scroll { overflow-x: auto; max-width: 100%; }
 table.paper-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0; }
 table.paper-table th, table.paper-table td { border: 1px solid #bbb; padding: 0.2em 0.5em; text-align: left; }
 table.paper-table th { background: #eee; }
+div.settings-grid { display: flex; flex-wrap: wrap; gap: 0.8em; align-items: flex-start; }
+table.settings-table { border-collapse: collapse; font-size: 0.8em; max-width: 590px; }
+table.settings-table caption { text-align: left; padding: 0.2em 0; }
+table.settings-table th, table.settings-table td { border: 1px solid #bbb; padding: 0.2em 0.4em; text-align: left;
+  vertical-align: top; }
+table.settings-table th { background: #eee; }
+table.settings-table td:first-child { white-space: nowrap; }
+ol.settings-sources { font-size: 0.75em; color: #444; columns: 2; }
 p.legend, ol.notes, p.scale { font-size: 0.8em; color: #444; }
 figure { display: inline-block; margin: 0.5em; vertical-align: top; }
 figure img { max-width: 100%; border: 1px solid #ddd; }

@@ -24,14 +24,16 @@ from matplotlib.lines import Line2D
 from dpsd.report.cells import RUN
 from dpsd.report.figures import PNG_METADATA, panel_title, panels
 from dpsd.report.scoreboard import deciding_group, is_sanity, row_outcome
+from dpsd.report.settings import differences
 from dpsd.report.tables import (DASH, fmt_eps, fmt_target, is_stale, missing, normalization_words,
                                 reproduced_text, switches)
 
 BEGIN, END = "<!-- verdict -->", "<!-- /verdict -->"
 WORDS = {"within 2 points": "reproduces", "above": "exceeds", "short": "short", "one seed": "one seed, no verdict",
          "not run": "not run", "data absent": "data absent"}
-COLUMNS = ("Method", "Paper table", "ε (paper)", "Paper", "Ours (%)", "n", "ε claimed", "ε rigorous (relation)",
-           "Teacher", "Verdict", "Section")
+COLUMNS = ("Method", "Paper table", "ε (paper)", "Paper", "Ours (%)", "n", "Run at", "ε claimed", "ε rigorous (relation)",
+           "Teacher", "Differs from the paper", "Verdict", "Section")
+PAPER_SCALE = "paper"  # the scale whose runs a row shows where one exists (dpsd/conf/scale/paper.yaml)
 
 
 def teacher_text(cfg) -> str:
@@ -76,16 +78,46 @@ def paper_text(ref: pd.Series, reference: pd.DataFrame | None = None) -> str:
     return f"{ref['value']} ({', '.join(where)}; {said})"
 
 
-def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str,
-                 reference: pd.DataFrame | None = None) -> pd.DataFrame:
+def scale_groups(ref: pd.Series, by_scale: dict[str, pd.DataFrame]) -> tuple[str, pd.DataFrame]:
+    """The scale a verdict row is read at and its cell groups: the first of ``by_scale`` (paper scale first) with a
+    finished run for ``ref`` recorded by this checkout's code (a stale one is not a current result at that setting);
+    else the last (the page's own scale: a row nothing ran says "not run" there)."""
+    for scale, groups in by_scale.items():  # (a frame with no group of the row's method has no run for it)
+        group = (deciding_group(ref, groups) if len(groups) and (groups["method"] == ref["method"]).any() else None)
+        if group is not None and not is_stale(group.get("code_version", "")):
+            return scale, groups
+    return list(by_scale.items())[-1]
+
+
+def differs_text(ref: pd.Series, group: pd.Series | None, settings: pd.DataFrame | None) -> str:
+    """What the row's run set otherwise than its paper states (results/reference/settings.csv, read by
+    :func:`dpsd.report.settings.differences` against the run's resolved config): ``teacher small CNN (paper
+    ResNet-34); b 128 (256)``; "nothing stated differs" where every value the paper states is ours; "no settings
+    stated" for a method the file has no row of."""
+    if group is None or settings is None:
+        return DASH
+    if settings.empty or not (settings["method"] == ref["method"]).any():
+        return "no settings stated"
+    phrases = differences(settings, ref["method"], group["config"], str(ref.get("architecture", "") or ""),
+                          str(ref["dataset"]))
+    return "; ".join(phrases) if phrases else "nothing stated differs"
+
+
+def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame | dict[str, pd.DataFrame], ladder_page: str,
+                 reference: pd.DataFrame | None = None, settings: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per reference row that names one of our methods and prints a number; rows of two tables
     with the same method, ε and number are one (DPSD's "Teacher" and DP-DFD's "Baseline"); the paper
     methods first, by name and ε, the non-private rows last. ``reference``: every paper's rows, so a number another
-    table contradicts names its source and the other (:func:`paper_text`)."""
+    table contradicts names its source and the other (:func:`paper_text`). ``groups``: the cell groups, or per scale
+    name the groups of that scale, paper scale first: each row is read at the first scale with a run for it
+    (:func:`scale_groups`), said in its "Run at" column. ``settings``: the papers' settings, for the "Differs from the
+    paper" column (:func:`differs_text`)."""
+    by_scale = groups if isinstance(groups, dict) else {"": groups}
     rows, keys = [], {}
     for _, ref in refs.iterrows():
         if not ref["method"] or math.isnan(ref["value_number"]):
             continue
+        scale, groups = scale_groups(ref, by_scale)
         outcome, _ = row_outcome(ref, groups)
         group = deciding_group(ref, groups)
         word = WORDS[outcome] + (" (sanity check, not counted)" if is_sanity(ref["method"]) else "")
@@ -106,10 +138,12 @@ def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame, ladder_page: str,
             "Paper": paper_text(ref, reference),
             "Ours (%)": reproduced_text(group, ref["metric"]) if group is not None else DASH,
             "n": str(group["seeds"]) if group is not None else "0",
+            "Run at": f"{scale} scale" if scale and group is not None else DASH,
             "ε claimed": fmt_eps(group["eps_claimed"]) if group is not None else DASH,
             "ε rigorous (relation)": (f"{fmt_eps(group['eps_rigorous'])} ({group['neighbouring'] or '?'})"
                                       if group is not None else DASH),
             "Teacher": teacher_text(group["config"]) if group is not None else DASH,
+            "Differs from the paper": differs_text(ref, group, settings),
             "Verdict": word,
             "Section": f"[ladder]({ladder_page}#{anchor(ladder)})" if ladder else DASH,
         })
@@ -128,7 +162,10 @@ def verdict_markdown(rows: pd.DataFrame, source: str) -> str:
     lines += ["", f"Generated by `dpsd report` from {source}; do not edit. Ours: student test "
               "accuracy, mean ± sample std over n seeds. Verdict: reproduces (within 2 points), exceeds, short; "
               "one seed, no verdict: a cell with fewer than 2 seeds is never counted as reproducing or short; (stale): recorded by other code of the method than this checkout's "
-              "(docs/reproducing.md), to re-run with --rerun-stale. ε rigorous: a standard accountant over every teacher query, "
+              "(docs/reproducing.md), to re-run with --rerun-stale. Run at: the scale of the run shown, paper scale (each "
+              "paper's own settings, dpsd/conf/method_scale/paper/) where one exists, else the page's. Differs from the paper: "
+              "what that run set otherwise than its paper states, ours (paper's), read from results/reference/settings.csv "
+              "against the run's resolved config. ε rigorous: a standard accountant over every teacher query, "
               "under the relation named (docs/privacy.md); ∞: a release no mechanism covers."]
     return "\n".join(lines)
 

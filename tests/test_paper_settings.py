@@ -1,0 +1,81 @@
+"""scale=paper is each paper's setting wherever results/reference/settings.csv states one: every settings row that
+states a value of a config key (dpsd/report/settings.py RULES) is the composed paper-scale config's value, so the
+scale's YAML (dpsd/conf/method_scale/paper/) and the settings file cannot drift apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from dpsd.config import compose
+from dpsd.report.settings import differences, load_settings, stated
+from dpsd.sweep.spec import expand_configs, load_spec
+
+REPO = Path(__file__).resolve().parents[1]
+SETTINGS = load_settings(REPO / "results" / "reference" / "settings.csv")
+
+# Per method, the privacy modes it is run in and the config keys its settings rows state (a rule that stops matching
+# its row, or a row added without a rule, changes these sets).
+CHECKED = {
+    "dpsd": (("data", "label"), {"model.teacher.arch", "model.student.arch", "method.iterations", "method.batch_size",
+                                 "method.optimizer", "method.output_step", "method.generator_lr", "privacy.sigma",
+                                 "privacy.beta", "privacy.k"}),
+    "dpsd_t": (("label",), {"model.teacher.arch", "model.student.arch", "method.iterations", "method.batch_size",
+                            "method.optimizer", "method.output_step", "method.generator_lr", "privacy.k"}),
+    "fed_dpsd": (("data",), {"model.teacher.arch", "model.student.arch", "method.iterations", "method.batch_size",
+                             "method.optimizer", "method.output_step", "method.generator_lr", "privacy.sigma",
+                             "privacy.beta", "privacy.k", "method.num_clients", "method.dirichlet_alpha"}),
+    "dpdfd": (("data",), {"model.teacher.arch", "model.student.arch"}),
+    "dp_dfd": (("label",), {"model.teacher.arch", "model.student.arch", "model.teacher.input.image_size",
+                            "method.threshold"}),
+    "dgd": (("label",), {"method.latent_epsilon"}),
+    "dafl": (("none",), {"model.teacher.arch", "model.student.arch", "model.generator.latent_dim", "method.iterations",
+                         "method.iterations_per_epoch", "method.batch_size", "method.student_lr", "method.generator_lr",
+                         "model.teacher.input.image_size", "model.teacher.input.normalization"}),
+}
+
+
+def test_every_method_of_the_settings_file_is_checked():
+    assert set(SETTINGS["method"]) == set(CHECKED)
+
+
+@pytest.mark.parametrize("method", sorted(CHECKED))
+def test_the_paper_scale_config_holds_every_value_the_paper_states(method):
+    modes, keys = CHECKED[method]
+    for mode in modes:
+        for epsilon in ((1, 10) if mode != "none" else (None,)):
+            overrides = [f"method={method}", "dataset=mnist", "scale=paper", f"privacy={mode}"]
+            overrides += [f"privacy.epsilon={epsilon}"] if epsilon is not None else []
+            overrides += [f"privacy.beta={0.001 if epsilon == 1 else 0.005}"] if mode == "data" else []
+            cfg = compose(overrides)
+            found = stated(SETTINGS, method, cfg)
+            assert {item["path"] for item in found} >= {k for k in keys if not k.startswith("privacy.")
+                                                        or OmegaConf.select(cfg, k, default=None) is not None}
+            wrong = [f"{item['path']}: ours {item['ours']!r}, paper {item['paper']!r} ({item['value']})"
+                     for item in found if item["ours"] != item["paper"]]
+            assert not wrong, (method, mode, epsilon, wrong)
+
+
+def test_a_rule_that_stops_matching_is_caught():
+    cfg = compose(["method=dpsd", "dataset=mnist", "scale=laptop", "privacy=label"])  # b 128, small CNN
+    assert {item["path"] for item in stated(SETTINGS, "dpsd", cfg) if item["ours"] != item["paper"]} == {
+        "model.teacher.arch", "method.batch_size"}
+
+
+def test_dp_dfd_s_student_is_per_experiment():
+    """DataLens in its data-sensitive Table I (the headline's rows), ResNet-18 in its label-sensitive Table II."""
+    table1 = compose(["method=dp_dfd", "dataset=mnist", "scale=paper", "privacy=label"])
+    assert differences(SETTINGS, "dp_dfd", table1, "teacher ResNet34, student DataLens CNN") == []
+    assert differences(SETTINGS, "dp_dfd", table1, "teacher ResNet34, student ResNet18") == [
+        "student DataLens CNN (paper ResNet-18)"]
+    (_, table2), *_ = expand_configs(load_spec(REPO / "sweeps" / "dp_dfd_table2.yaml"), "paper")
+    assert differences(SETTINGS, "dp_dfd", table2, "teacher ResNet34, student ResNet18") == []
+
+
+def test_the_headline_at_paper_scale_differs_from_its_papers_only_in_the_solved_noise_scale():
+    for cell, cfg in expand_configs(load_spec(REPO / "sweeps" / "headline.yaml"), "paper"):
+        if cfg.method.name in CHECKED and cfg.seed == 0:
+            left = [p for p in differences(SETTINGS, cfg.method.name, cfg) if not p.startswith("σ solved")]
+            assert not left, (cell.label, left)
