@@ -98,7 +98,8 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         verdict = (f" (differs from conf/method/{method}.yaml in: {'; '.join(changed)})." if changed
                    else f": conf/method/{method}.yaml's defaults as they are.")
         rung = rung_of(at)
-        rule = (f"Default by the rule (the faithful run with the best mean {rung} at the search's teacher, {teacher}; runs "
+        rule = ("Default by the rule: nothing to choose here (the design varies no switch)" if not varied(at) else
+                f"Default by the rule (the faithful run with the best mean {rung} at the search's teacher, {teacher}; runs "
                 f"within {TIE:g} points of it go to the one with the most literal values, then to the current defaults; "
                 f"runs, not main effects, since {ALIASED if counts['combinations'] < counts['space'] else AVERAGED}): "
                 + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + verdict
