@@ -288,8 +288,10 @@ def test_index_renders_in_headless_chromium_with_its_tables_and_figures(study, r
              "--virtual-time-budget=5000", "--hide-scrollbars"]
     dom = subprocess.run([CHROMIUM, *flags, "--dump-dom", index.as_uri()], capture_output=True, text=True,
                          timeout=120, check=True).stdout
-    # the scoreboard's table, then the spec's three, and the curve's context (the paper's other methods)
-    assert dom.count("<table") == 5 and "<h2>Scoreboard</h2>" in dom and dom.count('<div class="scroll">') == 4
+    # the scoreboard's table, then the spec's three, the curve's context (the paper's other methods) and the setting
+    # beside the paper's, a table of its own
+    assert dom.count("<table") == 6 and "<h2>Scoreboard</h2>" in dom and dom.count('<div class="scroll">') == 4
+    assert dom.count('<table class="settings-table"') == 1
     assert "DPSD (label)" in dom and "synthetic digits" in dom
     loaded = re.search(r'data-images-loaded="(\d+)"', dom)
     total = re.search(r'data-images-total="(\d+)"', dom)

@@ -89,17 +89,18 @@ def best_configuration(runs: pd.DataFrame) -> dict | None:
 def study_figures(study, importance: pd.DataFrame, folder: Path, name: str) -> list[Path]:
     """The parallel-coordinates plot of the search, and the selection accuracy over the two most important
     hyper-parameters (Optuna's matplotlib plots), as PNGs in ``folder``."""
+    import warnings
+
     import matplotlib
 
     matplotlib.use("Agg")
-    import warnings
-
+    import matplotlib.pyplot as plt
     from optuna.exceptions import ExperimentalWarning
     from optuna.visualization import matplotlib as plots
 
     folder.mkdir(parents=True, exist_ok=True)
     out = []
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), matplotlib.rc_context():  # Optuna's plots set the ggplot style: kept to them
         warnings.simplefilter("ignore", ExperimentalWarning)
         drawn = [("parallel", plots.plot_parallel_coordinate(study, target_name="selection accuracy (%)"))]
         if len(importance) >= 2:
@@ -109,8 +110,6 @@ def study_figures(study, importance: pd.DataFrame, folder: Path, name: str) -> l
         figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure
         path = folder / f"study_{name}_{kind}.png"
         figure.savefig(path, dpi=110, bbox_inches="tight", metadata=PNG_METADATA)
-        import matplotlib.pyplot as plt
-
         plt.close(figure)
         out.append(path)
     return out

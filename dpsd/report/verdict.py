@@ -237,9 +237,11 @@ def _x(value: float, infinity: float) -> float:
     return infinity if math.isinf(value) else value
 
 
-# One colour a method: matplotlib's ten, then five more of distinct hue (the headline plots eleven methods; with ten
-# colours the eleventh shared the first's).
-PALETTE = (*(f"C{i}" for i in range(10)), "black", "gold", "navy", "magenta", "teal")
+# One colour a method: matplotlib's ten (tab10, named by value so that a style another library sets, e.g. Optuna's
+# ggplot, cannot change them), then five more of distinct hue (the headline plots eleven methods; with ten colours the
+# eleventh shared the first's).
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+           "black", "gold", "navy", "magenta", "teal")
 
 
 def paper_relation(ref: pd.Series, done: pd.DataFrame) -> str | None:
