@@ -24,7 +24,7 @@ def write_logs(root):
         frozen = "student_loss=-0.000 generator_loss=-2.932" if step >= 4800 else "student_loss=0.090 generator_loss=-4.700"
         gpu_log.append(f"dafl: step {step + 7}/24000 ({10 * mark}%), {30 * mark} s {frozen}")
     gpu_log.append("dafl: step 9700, 300 s student_loss=0.100 generator_loss=-4.000")  # no total: left out
-    (root / "results" / "gpu" / "lease_x.log").write_text("\n".join(gpu_log) + "\n")
+    (root / "results" / "gpu" / "gpu_run_x.log").write_text("\n".join(gpu_log) + "\n")
     cell = "dafl [method=dafl seed=0]: step {}/24000 (5%), 30 s student_loss={} generator_loss={}"
     (root / "results" / "cpu" / "a.log").write_text("\n".join(cell.format(step, 0.15, -4.6) for step in (4800, 6000)))
     (root / "results" / "cpu" / "b.log").write_text("\n".join(
@@ -50,8 +50,8 @@ def test_the_census_lists_each_long_run_and_where_it_froze(tmp_path):
         ("dafl_side_by_side_h200_ours_s0.json", "ours", "seed 0"): (50, 40),
         ("dafl_side_by_side_h200_official_s0.json", "official", "seed 0"): (45, None),
         ("dafl_ours_diag_h200_seed1.json", "ours", "seed 1"): (40, None),
-        ("lease_x.log", "ours", "cell 1 of 2"): (80, None),
-        ("lease_x.log", "ours", "cell 2 of 2"): (9607 / 120, 4807 / 120),
+        ("gpu_run_x.log", "ours", "cell 1 of 2"): (80, None),
+        ("gpu_run_x.log", "ours", "cell 2 of 2"): (9607 / 120, 4807 / 120),
         ("a.log, b.log", "ours", "method=dafl seed=0"): (70, 7320 / 120),  # one run resumed across two logs
     }
     assert census.table(runs)[-2:] == ["ours: 3 of 5 froze", "official: 0 of 1 froze"]

@@ -10,7 +10,7 @@ repository holds a record of and that lasted at least ``--min-epochs`` epochs, a
 * per-epoch test accuracies (``results/summaries/dafl_side_by_side_*.json`` and ``dafl_ours_diag_*.json``): a run
   froze where its accuracy reads the same for its last :data:`FROZEN_EPOCHS` epochs and after (a moving student's
   accuracy on 10,000 test images does not repeat to the image five epochs running);
-* progress lines (``results/gpu/lease_*.log``, ``results/cpu/*.log``, :mod:`dpsd.progress`): a line whose student
+* progress lines (``results/gpu/gpu_run_*.log``, ``results/cpu/*.log``, :mod:`dpsd.progress`): a line whose student
   loss reads 0.000 is a frozen cell's (a learning run's stays near 0.05-0.3), and a cell froze where one generator
   loss recurs on :data:`FROZEN_LINES` such lines. Lines naming their cell (``dafl [seed=0]: ...``) are grouped by the
   name across files (a resumed run's logs are one run); a GPU run's unnamed lines interleave its cells, so
@@ -35,7 +35,7 @@ from dpsd.progress import Line, read_line
 
 ROOT = Path(__file__).resolve().parents[1]
 ACCURACY_FILES = ("results/summaries/dafl_side_by_side_*.json", "results/summaries/dafl_ours_diag_*.json")
-LOG_FILES = ("results/gpu/lease_*.log", "results/cpu/*.log")
+LOG_FILES = ("results/gpu/gpu_run_*.log", "results/cpu/*.log")
 FROZEN_EPOCHS = 5
 """Accuracies equal over this many last epochs: a frozen run."""
 FROZEN_LINES = 3
