@@ -34,7 +34,7 @@ ANCHORS = {"dafl": ("huawei-noah/Data-Efficient-Model-Compression DAFL/figure/Ta
 PLANNED_METHODS = {"dpsd", "dpsd_t", "dpdfd", "dpdfd_direct", "dp_dfd", "fed_dpsd", "dgd", "dgd_plus", "dpsgd", "pate",
                    "lp1st", "dfkd", "teacher"}
 METRICS = {"accuracy", "synthetic_data_at_convergence", "wall_time_min", "norm_bound_crossover",
-           "noise_scale_choice", "epsilon_1"}
+           "noise_scale_choice", "epsilon_1", "eps_claimed", "eps_moments_accountant"}
 EXTRA_DATASETS = {"svhn"}  # DGD Fig. 7 only; not a harness dataset
 
 
@@ -212,6 +212,19 @@ def test_number_stated_in_the_text_matches(ref, check):
     match = re.search(pattern, _paper_text(paper))
     assert match, pattern
     assert _cell(ref, table, row, dataset, epsilon) == float(match.group(1))
+
+
+@pytest.mark.parametrize("row, metric, pattern", [
+    ("DGD budget, 400 queries (advanced composition)", "eps_claimed", r"much higher privacy budget of (\d+\.\d+) under"),
+    ("DGD budget, 1000 queries (advanced composition)", "eps_claimed", r"privacy budget of (\d+\.\d+) with advanced"),
+    ("DGD budget, 1000 queries (moments accountant)", "eps_moments_accountant",
+     r"or (\d+\.\d+) with moments accountant under 1000 queries"),
+])
+def test_the_privacy_budgets_dgd_states_for_fig_8_match_its_text(ref, row, metric, pattern):
+    match = re.search(pattern, _paper_text("dgd"))
+    assert match, pattern
+    hit = ref[(ref.table == "DGD Fig. 8") & (ref.row == row) & (ref.metric == metric)]
+    assert len(hit) == 1 and float(hit["value"].iloc[0]) == float(match.group(1))
 
 
 def test_every_csv_value_appears_on_its_source_line(ref):
