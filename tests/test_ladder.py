@@ -112,7 +112,9 @@ def test_gaussian_noise_runs_every_seed_method_without_a_generator_step(results_
 
 
 def test_gaussian_noise_dpsd_trainer_trains_neither_generator_nor_latents(results_dir):
-    cfg = tiny(results_dir, "dpsd", "label", "model/generator=gaussian_noise")
+    # Alg. 1's trained batch Z (not DPSD's default, which draws fresh latents): R2 must leave it as it was
+    cfg = tiny(results_dir, "dpsd", "label", "model/generator=gaussian_noise", "method.latents=trainable",
+               "method.update_order=student_first")
     data = load_data(cfg)
     net, _ = load_or_train_teacher(cfg, data, torch.device("cpu"))
     ctx = RunContext(cfg=cfg, data=data, teachers=[net], device=torch.device("cpu"),
@@ -214,9 +216,12 @@ def test_steps_per_iteration_counts_every_query_rigorously_and_keeps_the_claim(n
         assert three["eps_rigorous"] > one["eps_rigorous"]
 
 
-def test_steps_per_iteration_runs_that_many_steps_per_iteration(results_dir, run_as_planned):
-    metrics, ledger = run_as_planned(tiny(results_dir, "dpsd", "label", "method.steps_per_iteration=2"))
-    assert metrics["queries"] == 3 * 2 * 32 == ledger["queries"]
+@pytest.mark.parametrize(("order", "queries_per_step"), [("student_first", 1), ("generator_first", 2)])
+def test_steps_per_iteration_runs_that_many_steps_per_iteration(results_dir, run_as_planned, order, queries_per_step):
+    # generator_first annotates twice a step: the batch the generator's L_s reads, then the batch drawn after it
+    metrics, ledger = run_as_planned(tiny(results_dir, "dpsd", "label", "method.steps_per_iteration=2",
+                                          f"method.update_order={order}"))
+    assert metrics["queries"] == 3 * 2 * queries_per_step * 32 == ledger["queries"]
 
 
 def test_steps_per_iteration_in_dgd_adds_student_steps_not_queries():
@@ -239,7 +244,8 @@ def test_rr_with_prior_is_a_labelled_variant_with_its_own_claim_and_a_dominating
     metrics, ledger = run_as_planned(tiny(results_dir, "dpsd", "label", "privacy.rr_prior=rr_with_prior", "privacy.epsilon=2"))
     assert ledger["eps_claimed"] == 2 and "Ghazi" in ledger["claimed_source"]
     assert all(event["num_buckets"] == 2 for event in ledger["events"])
-    assert sum(event["count"] for event in ledger["events"]) == metrics["queries"] == 3 * 32
+    # DPSD's default order (generator_first) annotates twice a step: 3 steps, 2 batches of 32 each
+    assert sum(event["count"] for event in ledger["events"]) == metrics["queries"] == 3 * 2 * 32
     assert any("not the paper's method" in note for note in ledger["notes"])
 
 
@@ -285,7 +291,8 @@ def test_warm_start_annotates_noise_through_the_same_mechanism_first_and_leaves_
     assert "generator_loss" not in trainer.step() and "generator_loss" not in trainer.step()
     assert all(torch.equal(a, b) for a, b in zip(before, trainer.generator.parameters()))
     assert "generator_loss" in trainer.step()  # the method's own loop from step 3 on
-    assert trainer.queries == 3 * 32 and sum(event.count for event in ctx.ledger.events) == 3 * 32
+    # two warm steps annotate one batch each; step 3, generator first (the default), annotates two
+    assert trainer.queries == (2 + 2) * 32 and sum(event.count for event in ctx.ledger.events) == (2 + 2) * 32
     metrics, ledger = run_as_planned(tiny(results_dir, "dpsd_t", "label", "method.warm_start_steps=2"))
     unprotected = [event for event in ledger["events"] if event["kind"] == "unprotected"]
     assert sum(event["count"] for event in unprotected) == 1  # DPSD-T's generator: 3 steps - 2 warm

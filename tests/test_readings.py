@@ -90,7 +90,7 @@ def test_the_default_is_the_best_faithful_run_at_the_default_teacher_and_ties_go
 
 
 def test_seed_rows_read_each_switch_from_the_resolved_config():
-    configs = [compose(["method=dpsd", "dataset=digits"]),
+    configs = [compose(["method=dpsd", "dataset=digits", "method.latents=trainable", "method.update_order=student_first"]),
                compose(["method=dpsd", "dataset=digits", "method.latents=resample", "method.student_lr=0.1",
                         "model/teacher=lenet5", "model.generator.output=tanh_batchnorm"])]
     frame = pd.DataFrame([{"status": "run", "method": "dpsd", "group": str(i), "seed": 0, "accuracy": 10.0 + i,
