@@ -20,7 +20,7 @@
     dpsd sweep <spec> [scale=smoke|laptop|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
                [--match REGEX] [--claim-timeout S]
                                      run a sweep spec's cells not yet done (Ray Tune, MLflow)
-    dpsd report [--scale smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [--archive CSV] [overrides]
+    dpsd report [--scale smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [--archive CSV] [--datasets A,B] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
                                      plots, sample grids and index.html, from the recorded runs
     dpsd pages [--manifest results/pages.yaml] [--page PATH ...] [overrides]
@@ -386,6 +386,8 @@ def cmd_report(args: list[str]) -> None:
                              "then rewritten with every run the report read, so its numbers outlive the store "
                              "(without it the default archive is read, never written)")
     parser.add_argument("--title", help="the --markdown page's title (default: its one spec's title)")
+    parser.add_argument("--datasets", metavar="A,B",
+                        help="only the cells of these datasets, comma-separated (a page of the MNIST panels: mnist)")
     parser.add_argument("--readme", metavar="PATH",
                         help="splice the verdict table and the frontier figure into PATH between its "
                              "'<!-- verdict -->' and '<!-- /verdict -->' lines (README.md; needs the headline spec)")
@@ -403,7 +405,8 @@ def cmd_report(args: list[str]) -> None:
         return
     index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out,
                           parsed.markdown, _archive(parsed), update_archive=bool(parsed.archive),
-                          title=parsed.title, readme=parsed.readme)
+                          title=parsed.title, readme=parsed.readme,
+                          datasets=parsed.datasets.split(",") if parsed.datasets else None)
     print(f"report: {index}")
 
 

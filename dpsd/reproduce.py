@@ -77,7 +77,7 @@ def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = Fa
             rendered = [path for path in spec_paths(specs_dir, page.only) if (path, page.scale) in jobs]
             if rendered:
                 indexes.append(render_report(rendered, page.scale, overrides, reference_csv,
-                                             Path(out) / page.markdown.stem, archive=archive))
+                                             Path(out) / page.markdown.stem, archive=archive, datasets=page.datasets))
     elif not dry_run:  # the on-demand specs too: the report renders whatever they recorded
         indexes.append(render_report(every, scale, overrides, reference_csv, out, archive=archive))
     return {"sweeps": summaries, "on_demand": [load_spec(path).name for path in on_demand],

@@ -21,18 +21,20 @@ from dpsd.sweep.spec import SCALES
 from dpsd.sweep.store import DEFAULT_ARCHIVE
 
 DEFAULT_PAGES = Path("results/pages.yaml")
-KEYS = ("markdown", "only", "scale", "title", "readme")  # a page's keys in the manifest
+KEYS = ("markdown", "only", "scale", "title", "readme", "datasets")  # a page's keys in the manifest
 
 
 @dataclass(frozen=True)
 class Page:
-    """One committed page: where it is written, the specs it renders, at which scale, and its title and README."""
+    """One committed page: where it is written, the specs it renders, at which scale, its title and README, and the
+    datasets whose cells it shows (None: all)."""
 
     markdown: Path
     only: tuple[str, ...]
     scale: str = "smoke"
     title: str | None = None
     readme: Path | None = None
+    datasets: tuple[str, ...] | None = None
 
 
 def load_pages(path: Path = DEFAULT_PAGES, specs_dir: Path = DEFAULT_SPECS) -> list[Page]:
@@ -49,8 +51,11 @@ def load_pages(path: Path = DEFAULT_PAGES, specs_dir: Path = DEFAULT_SPECS) -> l
         if not isinstance(entry, dict) or not {"markdown", "only"} <= set(entry) or set(entry) - set(KEYS):
             raise ConfigError(f"{path}: page {number} must have 'markdown' and 'only' and no keys but {', '.join(KEYS)}")
         only = [entry["only"]] if isinstance(entry["only"], str) else entry["only"]  # one spec, or a list of them
+        datasets = entry.get("datasets")
+        datasets = [datasets] if isinstance(datasets, str) else datasets  # one dataset, or a list of them
         page = Page(Path(entry["markdown"]), tuple(map(str, only)), str(entry.get("scale", "smoke")), entry.get("title"),
-                    Path(entry["readme"]) if entry.get("readme") else None)
+                    Path(entry["readme"]) if entry.get("readme") else None,
+                    tuple(map(str, datasets)) if datasets else None)
         if page.scale not in SCALES:
             raise ConfigError(f"{path}: page {page.markdown}: scale {page.scale!r} is not one of {', '.join(SCALES)}")
         missing = [p.stem for p in spec_paths(specs_dir, page.only) if not p.is_file()]
@@ -72,6 +77,6 @@ def render_pages(pages: Sequence[Page], overrides: Sequence[str] = (), specs_dir
     for number, page in enumerate(pages, 1):
         log(f"pages: [{number}/{len(pages)}] {page.markdown} ({page.scale}: {' '.join(page.only)})")
         render_report(spec_paths(specs_dir, page.only), page.scale, overrides, reference, out, page.markdown,
-                      archive, update_archive=True, title=page.title, readme=page.readme)
+                      archive, update_archive=True, title=page.title, readme=page.readme, datasets=page.datasets)
         written.append(page.markdown)
     return written

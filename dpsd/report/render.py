@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from dpsd.config import compose, config_hash, resolve_paths
 from dpsd.errors import ConfigError
-from dpsd.report import figures, formats, ladder, readings, readings_design, readings_page, site, verdict
+from dpsd.report import figures, formats, ladder, readings, readings_design, readings_page, sensitivity, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.fairness import declared_groups, unequal_budgets
 from dpsd.report.reference import load_reference, rows_for_table
@@ -117,13 +117,21 @@ def reference_rows(reference, feeds: dict, name: str):
 def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, reference, out: Path,
                 uri: str, scoreboard: Scoreboard | None = None, settings=None,
                 searched: dict | None = None, verdicts: dict[str, str] | None = None,
-                results_dir: Path | None = None) -> site.Section:
+                results_dir: Path | None = None, claims=None, datasets: Sequence[str] | None = None,
+                settings_seen: dict[str, str] | None = None) -> site.Section:
     """One spec's table, figure and sample grids; returns its part of the index (``verdicts``: the per-method
-    verdicts a ladder's sections open with; ``results_dir``: what archived artifact locations are relative to)."""
+    verdicts a ladder's sections open with; ``results_dir``: what archived artifact locations are relative to).
+    ``claims``: the papers' trend statements (:mod:`dpsd.report.sensitivity`); a sensitivity spec, or one they name,
+    gets their section. ``datasets``: only the cells of these datasets (a page's panels). ``settings_seen``: the
+    setting blocks earlier sensitivity sections of the page showed (block -> title), so a repeat is one line."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
     stem = artifact_stem(spec, scale)
     pairs = expand_configs(spec, scale, list(overrides))
+    left_out: list[str] = []
+    if datasets:
+        left_out = list(dict.fromkeys(str(cfg.dataset.name) for _, cfg in pairs if cfg.dataset.name not in datasets))
+        pairs = [(cell, cfg) for cell, cfg in pairs if cfg.dataset.name in datasets]
     frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs, x=feeds.get("x"),
                        series=feeds.get("series"))
     groups = group_frame(frame)
@@ -145,14 +153,20 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
                            markdown=formats.to_markdown(table),  # a ladder or query budget writes its own
                            finished=int((groups["status"] == RUN).sum()) if len(groups) else 0)
     caption = f"{formats.caption(table)}. δ = {figures.deltas(groups)}; {table.scale_line}."
+    claimed = claims is not None and len(sensitivity.claims_for(claims, spec.name)) > 0
+    plotted = refs
+    if kind == "sensitivity" or claimed:  # the accuracy panel: the paper's accuracies, one legend entry a table
+        plotted = refs[refs["metric"].isin(["", "accuracy"])].assign(row=lambda rows: rows["table"])
     if kind in ("curve", "sensitivity") and len(groups):
         x_key = str(feeds.get("x", "privacy.epsilon"))
         x_label = f"ε (target, {x_key})" if kind == "curve" else x_key
         png = figures.line_plot(groups, x_label, formats.caption(table), caption, out / "figures" / f"{stem}.png",
-                                reference=refs, reference_x=_reference_x(kind, x_key),
+                                reference=plotted, reference_x=_reference_x(kind, x_key),
                                 log_x=True if kind == "curve" else None, privacy_panel=kind == "sensitivity")
         section.figures.append((png.relative_to(out).as_posix(), caption))
         section.links.append((png.relative_to(out).as_posix(), "PNG"))
+    if kind == "sensitivity" or claimed:
+        _render_sensitivity(spec, stem, groups, refs, claims, table.scale_line, out, section, left_out)
     if kind == "ladder" and len(groups):
         _render_ladders(spec, stem, groups, table.scale_line, out, section, verdicts)
     if kind == "query_budget" and len(groups):
@@ -160,6 +174,11 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     if kind == "readings" and (frame["status"] == RUN).any():
         _render_readings(spec, stem, frame, table.scale_line, out, section)
     block = settings_block(groups, settings) if settings is not None and kind != "samples" else ""
+    if block and (kind == "sensitivity" or claimed) and settings_seen is not None:  # one page: each block once
+        title = str(spec.feeds.get("title", spec.name))
+        first = settings_seen.setdefault(block, title)
+        if first != title:
+            block = f"*As in the setting-vs-paper table of “{first}” above.*"
     if block:  # the section opens with what the paper states beside what our cells ran with
         section.markdown = "\n".join([f"## Setting vs paper: {spec.feeds.get('title', spec.name)}", "", block, "",
                                       section.markdown])
@@ -219,6 +238,25 @@ def _render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: P
                                    f"![The privacy–accuracy frontier](figures/{paths[0].name})", ""])
 
 
+def _render_sensitivity(spec: Spec, stem: str, groups, refs, claims, scale_line: str, out: Path,
+                        section: site.Section, left_out: Sequence[str]) -> None:
+    """A sensitivity spec, or one whose trends the papers state (:mod:`dpsd.report.sensitivity`): the trend
+    sentences, one row per cell beside the paper's numbers, and the figure (the line plot drawn above for an x axis;
+    bars for a table's cells)."""
+    claims = claims if claims is not None else sensitivity.no_claims()
+    png = out / "figures" / f"{stem}.png"
+    if not spec.feeds.get("x") and len(groups):
+        caption = (f"{spec.feeds.get('title', spec.name)}: ours, mean ± sample std over seeds (bars), the paper's "
+                   f"number (hollow diamond); {scale_line}.")
+        sensitivity.save(sensitivity.bars_figure(groups, refs, str(spec.feeds.get("id", spec.name)), caption), png)
+        section.figures.append((png.relative_to(out).as_posix(), caption))
+        section.links.append((png.relative_to(out).as_posix(), "PNG"))
+    drawn = png.relative_to(out).as_posix()
+    figure = drawn if any(path == drawn for path, _ in section.figures) else None
+    section.markdown = sensitivity.section_markdown(spec, dict(spec.feeds), groups, refs, claims, scale_line, figure,
+                                                    left_out)
+
+
 def _render_ladders(spec: Spec, stem: str, groups, scale_line: str, out: Path, section: site.Section,
                     verdicts: dict[str, str] | None = None) -> None:
     """Kind ``ladder``: per ladder a table (``tables/<stem>_<ladder>.md``) and a bar figure, and one
@@ -271,7 +309,8 @@ def _render_query_budget(spec: Spec, stem: str, groups, scale_line: str, out: Pa
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
                   reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
                   markdown: Path | None = None, archive: Path | None = None, update_archive: bool = False,
-                  title: str | None = None, readme: Path | None = None) -> Path:
+                  title: str | None = None, readme: Path | None = None,
+                  datasets: Sequence[str] | None = None) -> Path:
     """Render every spec in ``specs`` for ``scale`` and write ``out/index.html``; returns its path.
 
     ``overrides`` are those the sweeps ran with (they decide the cells' config hashes and where the
@@ -282,6 +321,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     with every run the report read, so the numbers outlive the store. ``readme``: splice the verdict
     table and frontier figure of the spec with ``feeds.frontier`` into that file (:func:`verdict.splice`).
     A spec whose cells have no run at all is rendered, and said so on stderr with the command that fills it.
+    ``datasets``: only the cells of these datasets (a page of the MNIST panels), the others named as left off.
     """
     loaded = [load_spec(path) for path in specs]  # a bad spec name stops before anything is composed
     loaded = [spec for spec in loaded if spec.feeds.get("kind") != "study"]  # a study's page is its own
@@ -308,8 +348,10 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     searched = (readings_searched(Path(specs[0]).parent, overrides, runs)
                 if any(spec.feeds.get("frontier") for spec in loaded) or "ladder" in kinds else {})
     verdicts = headline_verdicts(Path(specs[0]).parent, overrides, runs, reference, searched) if "ladder" in kinds else {}
+    claims = sensitivity.load_claims(sensitivity.claims_path(reference_csv))
+    settings_seen: dict[str, str] = {}
     sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings, searched, verdicts,
-                            Path(cfg.results_dir)) for spec in loaded]
+                            Path(cfg.results_dir), claims, datasets, settings_seen) for spec in loaded]
     read = f"{uri}" + (f" or {archive}" if archive is not None and archive.exists() else "")
     for spec, section in zip(loaded, sections):
         if not section.finished:
