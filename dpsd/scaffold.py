@@ -1,8 +1,8 @@
 """``dpsd new method NAME --from EXISTING``: a new method's files, copied from one that runs.
 
 Writes the module (the source method's, its registered name and class names replaced), its YAML, a
-``method_scale/<scale>/`` file for every scale the source method has one for (so the new method
-runs at the same budget as the one it is compared with at every scale), the import that registers
+``method_scale/<scale>/`` and ``teacher_scale/<scale>/`` file for every scale the source method has one for (so the
+new method runs at the same budget, beside the same teacher, as the one it is compared with at every scale), the import that registers
 it and a test stub that runs it through the contract; returns the files written and the checklist
 of what a person still has to write (documentation rows, the scales test's table).
 """
@@ -114,9 +114,10 @@ def new_method(name: str, source: str, root: Path = ROOT) -> dict:
     module_path = old_module.with_name(f"{name}.py")
     conf = Path("dpsd/conf")
     targets = {module_path: old_module, conf / "method" / f"{name}.yaml": conf / "method" / f"{source}.yaml"}
-    for scale_dir in sorted((root / conf / "method_scale").iterdir()):
-        if (scale_dir / f"{source}.yaml").exists():
-            targets[conf / "method_scale" / scale_dir.name / f"{name}.yaml"] = conf / "method_scale" / scale_dir.name / f"{source}.yaml"
+    for group in ("method_scale", "teacher_scale"):  # a scale's sizes for the method, and the teacher it gives it
+        for scale_dir in sorted((root / conf / group).iterdir()) if (root / conf / group).is_dir() else ():
+            if (scale_dir / f"{source}.yaml").exists():
+                targets[conf / group / scale_dir.name / f"{name}.yaml"] = conf / group / scale_dir.name / f"{source}.yaml"
     test_path = Path("tests") / f"test_{name}.py"
     taken = [str(path) for path in [*targets, test_path] if (root / path).exists()]
     if name in METHODS or taken:
@@ -140,6 +141,8 @@ def new_method(name: str, source: str, root: Path = ROOT) -> dict:
         "exactly its keys: `dpsd run` stops on a mismatch)",
         *(f"{path}: the budget at that scale, equal to {source}'s unless the comparison varies it"
           for path in targets if "method_scale" in str(path)),
+        *(f"{path}: the teacher at that scale, {source}'s unless its paper names another"
+          for path in targets if "teacher_scale" in str(path)),
         f"{'baselines/README.md' if package == 'baselines' else 'CONTRIBUTING.md / docs/'}: a row for {name} "
         "(what it is, its privacy notion)",
         f"tests/test_scales.py: EXPECTED rows for ({name!r}, scale) where its method_scale files set sizes",

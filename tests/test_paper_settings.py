@@ -1,15 +1,18 @@
 """scale=paper is each paper's setting wherever results/reference/settings.csv states one: every settings row that
 states a value of a config key (dpsd/report/settings.py RULES) is the composed paper-scale config's value, so the
-scale's YAML (dpsd/conf/method_scale/paper/) and the settings file cannot drift apart."""
+scale's YAML (dpsd/conf/method_scale/paper/, teacher_scale/paper/) and the settings file cannot drift apart; and a
+teacher a spec chooses is kept whole at paper scale."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
 from omegaconf import OmegaConf
 
-from dpsd.config import compose
+from dpsd.config import CONFIG_DIR, compose
 from dpsd.report.settings import differences, load_settings, stated
 from dpsd.sweep.spec import expand_configs, load_spec
 
@@ -79,3 +82,35 @@ def test_the_headline_at_paper_scale_differs_from_its_papers_only_in_the_solved_
         if cfg.method.name in CHECKED and cfg.seed == 0:
             left = [p for p in differences(SETTINGS, cfg.method.name, cfg) if not p.startswith("σ solved")]
             assert not left, (cell.label, left)
+
+
+TEACHER_SCALED = sorted(p.stem for p in (CONFIG_DIR / "teacher_scale" / "paper").glob("*.yaml"))
+TEACHERS = sorted(p.stem for p in (CONFIG_DIR / "model" / "teacher").glob("*.yaml"))
+
+
+def _teacher_file(name: str) -> dict:
+    """``model/teacher/<name>.yaml`` composed by Hydra alone (its own defaults, nothing merged under it)."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return OmegaConf.to_container(hydra_compose(config_name=f"model/teacher/{name}"))["model"]["teacher"]
+
+
+def test_the_paper_scale_gives_its_teacher_where_none_is_chosen():
+    """The papers' ResNet-34 (teacher_scale/paper/) is the paper-table specs' model/teacher=torchvision
+    model.teacher.arch=resnet34, so their cells hash as they did when the scale wrote it key by key."""
+    assert {"dpsd", "dpsd_t", "fed_dpsd", "dfkd", "dpdfd", "dp_dfd"} <= set(TEACHER_SCALED)
+    for method in TEACHER_SCALED:
+        cfg = compose([f"method={method}", "dataset=mnist", "scale=paper"])
+        named = compose([f"method={method}", "dataset=mnist", "scale=paper", "model/teacher=torchvision",
+                         "model.teacher.arch=resnet34"])
+        assert cfg.model.teacher == named.model.teacher, method
+    assert compose(["method=dgd", "scale=paper"]).model.teacher.arch == "small_cnn"  # no teacher_scale file: the default
+
+
+@pytest.mark.parametrize("teacher", TEACHERS)
+def test_a_chosen_teacher_is_kept_whole_at_every_scale(teacher):
+    """model/teacher=X is X's file and nothing else, whatever the scale (the paper scale's ResNet-34 once overwrote a
+    spec's LeNet-5 key by key: 28 px into a 32 px network) or the method's own teacher (DAFL's LeNet-5)."""
+    expected = _teacher_file(teacher)
+    for method, scale in [*((m, "paper") for m in TEACHER_SCALED), ("dpsd", "smoke"), ("dafl", "smoke"), ("dafl", "paper")]:
+        cfg = compose([f"method={method}", f"scale={scale}", f"model/teacher={teacher}"])
+        assert OmegaConf.to_container(cfg.model.teacher) == expected, (method, scale)
