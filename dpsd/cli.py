@@ -1,7 +1,8 @@
 """The ``dpsd`` command.
 
     dpsd run [overrides] [--json PATH]
-                                     train, evaluate, account and record one run (--json: its summary as JSON)
+                                     train, evaluate, account and record one run (--json: its summary as JSON);
+                                     its progress and summary also in <results_dir>/logs/run-<time>-<pid>.log
     dpsd quickstart [overrides] [--json PATH] [--out reports]
                                      the benchmark: every method on the embedded digits at one epsilon
                                      (sweeps/quickstart.yaml), one comparison table, reports/index.html
@@ -57,13 +58,14 @@ wait_passively()  # before torch is imported (by any command): its OpenMP runtim
 
 import argparse
 import itertools
+import os
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dpsd import jsonio
+from dpsd import jsonio, progress
 from dpsd.errors import ConfigError, Fault
 
 
@@ -101,6 +103,8 @@ def print_summary(summary: dict[str, Any]) -> None:
         lines += [f"not recorded on the server ({summary['tracking_fallback']}): the run is in the local fallback store",
                   f"  push it once the server is back: dpsd sync {folder}"]
     print("\n".join(lines))
+    for line in lines:
+        progress.keep(line)
 
 
 def _parser(command: str, description: str) -> argparse.ArgumentParser:
@@ -117,13 +121,29 @@ def cmd_run(args: list[str]) -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the run summary (every metric, both ledgers) as JSON")
     parsed = parser.parse_intermixed_args(args)
     cfg = compose(parsed.overrides, strict=True)
+    log = run_log(cfg)
+    print(f"progress log: {log}", flush=True)
+    progress.log_to(log)
+    progress.keep(" ".join(["dpsd run", *args]))
     try:
-        summary = run_experiment(cfg)
-    except KeyboardInterrupt:
-        raise KeyboardInterrupt(interrupted_run(cfg)) from None
-    print_summary(summary)
+        try:
+            summary = run_experiment(cfg)
+        except KeyboardInterrupt:
+            left = interrupted_run(cfg)
+            progress.keep(f"interrupted: {left}")
+            raise KeyboardInterrupt(left) from None
+        print_summary(summary)
+    finally:
+        progress.log_to(None)
     if parsed.json:
         write_json(parsed.json, summary)
+
+
+def run_log(cfg) -> Path:
+    """Where a ``dpsd run`` keeps its progress lines and summary: ``<results_dir>/logs/run-<time>-<pid>.log`` (beside
+    ``dpsd reproduce``'s ``<results_dir>/ray/reproduce-<time>.log``; the process id keeps two runs started in one
+    second apart)."""
+    return Path(cfg.results_dir).expanduser().resolve() / "logs" / f"run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
 
 def interrupted_run(cfg) -> str:

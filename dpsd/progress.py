@@ -3,7 +3,8 @@ long run prints a plain line every few percent of its steps or every 30 seconds 
 runs several cells side by side names the cell on each line (:func:`name_cell`), so an interleaved log
 says which seed a line is from. A line whose values have not changed over :data:`UNCHANGED_LINES` lines says
 since which step: a run whose losses stop moving may have frozen (DAFL's recipe does, docs/anchors.md), and
-hours of its log should not have to be read to see it."""
+hours of its log should not have to be read to see it. A process can also keep every line in a file (:func:`log_to`:
+``dpsd run`` keeps them in ``<results_dir>/logs/``); it then prints lines, not a bar, on a terminal too."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import re
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 
 _CELL = {"label": ""}
+_FILE: dict[str, Path | None] = {"path": None}
 UNCHANGED_LINES = 10
 """After this many lines with the same printed values, each further one says since which step they have not changed."""
 
@@ -22,6 +25,27 @@ UNCHANGED_LINES = 10
 def name_cell(label: str) -> None:
     """Put ``[label]`` after the description on every line this process prints from now on ("": none)."""
     _CELL["label"] = label
+
+
+def log_to(path: Path | None) -> None:
+    """Append every line this process prints from now on to ``path`` as well (folders made; None: no file). While one is
+    set, :func:`is_terminal` is False, so a run on a terminal prints its progress as lines (which the file keeps)
+    instead of drawing a bar."""
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _FILE["path"] = Path(path) if path is not None else None
+
+
+def log_file() -> Path | None:
+    """The file :func:`log_to` set (None: none)."""
+    return _FILE["path"]
+
+
+def keep(line: str) -> None:
+    """``line`` appended to the :func:`log_to` file, where one is set."""
+    if _FILE["path"] is not None:
+        with open(_FILE["path"], "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
 
 
 class ProgressLog:
@@ -46,8 +70,9 @@ class ProgressLog:
         where = f"{done}/{self.total} ({100 * done / self.total:.0f}%)" if self.total else f"{done}"
         values = " ".join(f"{k}={float(v):.3f}" for k, v in metrics.items())  # float(): a device tensor's one sync
         desc = f"{self.desc} [{_CELL['label']}]" if _CELL["label"] else self.desc
-        print(f"{desc}: step {where}, {now - self.start:.0f} s {values}{self._unchanged(values, done)}".rstrip(),
-              file=self.stream, flush=True)
+        line = f"{desc}: step {where}, {now - self.start:.0f} s {values}{self._unchanged(values, done)}".rstrip()
+        print(line, file=self.stream, flush=True)
+        keep(line)
 
     def _unchanged(self, values: str, done: int) -> str:
         """`` (unchanged since step N)`` once ``values`` is the same on :data:`UNCHANGED_LINES` lines in a row."""
@@ -87,5 +112,8 @@ def read_line(text: str) -> Line | None:
 
 
 def is_terminal(stream: TextIO | None = None) -> bool:
+    """Whether progress is drawn as a bar: ``stream`` (stdout) is a terminal and no :func:`log_to` file is set."""
+    if _FILE["path"] is not None:
+        return False
     stream = stream or sys.stdout
     return bool(getattr(stream, "isatty", lambda: False)())
