@@ -12,7 +12,9 @@ from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
 from dpsd.privacy_ops.calibrate import TOLERANCE, calibrate
 
-PAPER = ["privacy=data", "privacy.beta=0.005", "method.batch_size=256", "method.iterations=200", "dataset=mnist"]
+# Alg. 1's order: one annotated batch an iteration, b x T releases (DPSD's default, generator_first, annotates two)
+PAPER = ["privacy=data", "privacy.beta=0.005", "method.batch_size=256", "method.iterations=200", "dataset=mnist",
+         "method.update_order=student_first"]
 LABEL = ["privacy=label", "method.batch_size=64", "method.iterations=50"]
 
 
