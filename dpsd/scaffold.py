@@ -59,17 +59,29 @@ def placeholders(module: str) -> str:
             for index, arg in enumerate(node.args):
                 if index in CLAIM_TEXT:
                     spans.append((arg.lineno, arg.col_offset, arg.end_lineno, arg.end_col_offset, repr(CLAIM_TEXT[index])))
-    lines = _without_comments(module).splitlines(keepends=True)
+    lines = _lines(_without_comments(module))
     for line, col, end_line, end_col, replacement in sorted(spans, reverse=True):
-        head, tail = lines[line - 1][:col], lines[end_line - 1][end_col:]
+        head, tail = _bytes(lines[line - 1])[:col].decode(), _bytes(lines[end_line - 1])[end_col:].decode()
         lines[line - 1:end_line] = [head + replacement + tail]
     return "".join(lines)
 
 
+def _lines(text: str) -> list[str]:
+    """``text``'s lines as Python's parser numbers them (``\\n``, ``\\r\\n`` or ``\\r``; ``str.splitlines`` also breaks
+    at a form feed or a ``\\u2028`` inside a string or comment, which would shift every line after it)."""
+    return io.StringIO(text, newline="").readlines()
+
+
+def _bytes(line: str) -> bytes:
+    """``line`` in UTF-8: ast's ``col_offset`` and ``end_col_offset`` count its bytes, not its characters (DP-DFD's
+    "§III-A" in a docstring put the end column one past the newline, and the next line joined the placeholder's)."""
+    return line.encode("utf-8")
+
+
 def _without_comments(module: str) -> str:
     """``module`` with its comments removed (the code, strings and line numbers kept)."""
-    lines = module.splitlines(keepends=True)
-    for token in tokenize.generate_tokens(io.StringIO(module).readline):
+    lines = _lines(module)
+    for token in tokenize.generate_tokens(io.StringIO(module, newline="").readline):
         if token.type == tokenize.COMMENT:
             row, col = token.start
             text = lines[row - 1]

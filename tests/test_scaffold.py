@@ -63,3 +63,41 @@ def test_a_taken_name_or_a_shared_module_is_refused_in_one_line(copy):
     assert taken.returncode == 2 and "is taken" in taken.stderr and taken.stderr.count("\n") == 1
     shared = dpsd(copy, "-m", "dpsd.cli", "new", "method", "mine", "--from", "dgd")
     assert shared.returncode == 2 and "shares dpsd.methods.dgd" in shared.stderr
+
+
+def _registered() -> list[str]:
+    from dpsd.methods import METHODS
+
+    return sorted(METHODS.names())
+
+
+@pytest.fixture(scope="module")
+def sources_copy(tmp_path_factory) -> Path:
+    """What ``new_method`` reads and writes (the config tree, the method modules, their registries), copied: every
+    source is scaffolded in process, without a subprocess or a run."""
+    copy = tmp_path_factory.mktemp("scaffold_sources")
+    for part in ("dpsd/conf", "dpsd/methods", "baselines"):
+        shutil.copytree(ROOT / part, copy / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "tests").mkdir()
+    return copy
+
+
+@pytest.mark.parametrize("source", _registered())
+def test_every_method_the_command_accepts_scaffolds_python_that_compiles(sources_copy, source):
+    """`dpsd new method X --from dp_dfd` once wrote a module that did not parse: a docstring holding a non-ASCII
+    character (DP-DFD's "§III-A") ended at ast's end column, a byte offset, read as a character index, so the
+    replacement swallowed the line break and the next statement joined the docstring's line. Every source the
+    command accepts (a module of one method, in dpsd.methods or baselines) gives modules that compile."""
+    from dpsd.errors import ConfigError
+    from dpsd.scaffold import new_method
+
+    try:
+        made = new_method(f"copy_of_{source}", source, root=sources_copy)
+    except ConfigError as refused:  # the one refusal for a registered name: a module that holds two methods
+        assert "shares" in str(refused), refused
+        return
+    written = [path for path in made["written"] if path.endswith(".py")]
+    assert any(path.startswith(("dpsd/methods/", "baselines/")) and "copy_of_" in path for path in written), written
+    for path in written:
+        source_text = (sources_copy / path).read_text()
+        compile(source_text, path, "exec")  # a SyntaxError names the file and line
