@@ -2,7 +2,8 @@
 
 A report never recomputes a number; every reproduced figure comes from a run found here. Only sweep
 trial runs (those tagged ``config_hash``) are read, found by that hash and not by their ``sweep`` tag
-(a cell shared by two specs runs once). For each hash the latest FINISHED run tagged
+(a cell shared by two specs runs once); a hyper-parameter study's trials are tagged so too (:mod:`dpsd.sweep.study`),
+and keep what the study's page reads in :data:`STUDY_COLUMNS`. For each hash the latest FINISHED run tagged
 ``cell_status=done`` wins; a ``cell_status=data_absent`` marker counts only when there is none.
 
 An MLflow store is a file beside the checkout, and a lost machine loses it. The *runs archive* (a CSV
@@ -37,7 +38,12 @@ RUN_COLUMNS = ("config_hash", "run_id", "status", "cell_status", "sweep", "cell"
                "neighbouring", "code_version")
 FLOAT_COLUMNS = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
 HISTORY_COLUMNS = ("superseded", "overrides")  # written by write_archive; absent from archives written before
-OPTIONAL_COLUMNS = ("hardware",)  # the run's machine (dpsd.tracking.hardware_text); "" for runs recorded before
+STUDY_COLUMNS = ("study", "study_phase", "study_params", "study_seed")
+"""A study trial's (:mod:`dpsd.sweep.study`): the study's name, its phase (search or repeat), the sampled values
+(JSON) and the seed; "" on every other run. With the run's ``metrics.selection_accuracy`` and
+``metrics.held_out_accuracy`` they are all a study's page reads (:mod:`dpsd.report.study`)."""
+OPTIONAL_COLUMNS = ("hardware", *STUDY_COLUMNS)  # hardware: the run's machine (dpsd.tracking.hardware_text); "" for
+# runs recorded before either
 
 
 def _float(value: object) -> float:
@@ -89,11 +95,20 @@ def normalise(raw: pd.DataFrame) -> pd.DataFrame:
         # shows the whole tree's, never current
         "code_version": _column(runs, "tags.method_code_version").fillna(_column(runs, "tags.code_version")).fillna(""),
         "hardware": _column(runs, "tags.hardware").fillna(""),
+        **_study_columns(runs),
     })
     for name in runs.columns:
         if name.startswith("metrics."):
             out[name] = runs[name]
     return _kept(out)
+
+
+def _study_columns(runs: pd.DataFrame) -> dict[str, pd.Series]:
+    """:data:`STUDY_COLUMNS` from a study trial's tags and seed parameter ("" on a run of no study)."""
+    study = _column(runs, "tags.study").fillna("")
+    seed = _column(runs, "params.seed").fillna("").astype(str).where(study != "", "")
+    return {"study": study, "study_phase": _column(runs, "tags.study_phase").fillna("").where(study != "", ""),
+            "study_params": _column(runs, "tags.study_params").fillna("").where(study != "", ""), "study_seed": seed}
 
 
 def _kept(runs: pd.DataFrame) -> pd.DataFrame:
@@ -209,8 +224,8 @@ def read_archive(path: Path) -> pd.DataFrame:
     """The runs archive at ``path`` as :func:`normalise` rows (empty when there is no file)."""
     if not path.exists():
         return pd.DataFrame(columns=RUN_COLUMNS)
-    frame = pd.read_csv(path, dtype={c: str for c in RUN_COLUMNS if c not in FLOAT_COLUMNS}, keep_default_na=False,
-                        na_values={c: [""] for c in FLOAT_COLUMNS})
+    frame = pd.read_csv(path, dtype={c: str for c in (*RUN_COLUMNS, *OPTIONAL_COLUMNS) if c not in FLOAT_COLUMNS},
+                        keep_default_na=False, na_values={c: [""] for c in FLOAT_COLUMNS})
     missing = [c for c in RUN_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: not a runs archive (no column {', '.join(missing)}); dpsd report --archive writes one")

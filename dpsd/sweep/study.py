@@ -21,7 +21,10 @@ Selection never sees the accuracy a reader is shown. The test split is cut once,
 scored on both, logged as the run's ``selection_accuracy`` and ``held_out_accuracy``; the search maximises the first,
 the report (:mod:`dpsd.report.study`) shows the second. The run's own ``student_test_accuracy`` (the whole test
 split) stays as every run has it. Trials are tagged ``study`` (the spec's name), ``study_phase`` (``search`` or
-``repeat``) and ``study_params`` (the sampled values, JSON)."""
+``repeat``) and ``study_params`` (the sampled values, JSON), and as a sweep's cell is (``sweep``, ``cell``: the sampled
+values and the seed, ``config_hash``), ``cell_status=done`` once both halves are logged: the runs archive
+(``results/runs.csv``, :mod:`dpsd.report.runs`) then keeps them as it keeps every cell's run, with the columns the
+study's page is rendered from (:data:`dpsd.report.runs.STUDY_COLUMNS`)."""
 
 from __future__ import annotations
 
@@ -39,6 +42,14 @@ from dpsd.sweep.spec import Spec, expand_configs, load_spec, override_key
 DISTRIBUTIONS = ("loguniform", "uniform", "int", "choice")
 SELECTION, HELD_OUT = "selection_accuracy", "held_out_accuracy"
 SPLIT_SEED = 0  # the permutation that cuts the test split into its selection and held-out halves
+TRIALS, BEST = 20, 3  # a study's search trials and configurations run again, where its spec names none
+
+
+def study_budget(spec: Spec) -> tuple[int, int]:
+    """A study's search trials and the configurations it runs again: its spec's ``feeds.trials`` and ``feeds.best``
+    (what its committed page was run with), else :data:`TRIALS` and :data:`BEST`."""
+    feeds = dict(spec.feeds)
+    return int(feeds.get("trials", TRIALS)), int(feeds.get("best", BEST))
 
 
 def search_block(spec: Spec) -> dict[str, tuple[str, list]]:
@@ -137,9 +148,10 @@ def study_trial(config: dict, study: dict) -> None:
     from mlflow.tracking import MlflowClient
     from ray import tune
 
-    from dpsd.config import compose
+    from dpsd.config import compose, config_hash
     from dpsd.experiment import run_experiment
     from dpsd.sweep.runner import one_line
+    from dpsd.sweep.store import DONE
     from dpsd.threads import set_threads
     from dpsd.tracking import tracking_uri
 
@@ -148,14 +160,19 @@ def study_trial(config: dict, study: dict) -> None:
     seed = int(point.get("seed", study["seed"]))
     set_threads(study["threads"])
     try:
-        cfg = compose(trial_overrides(study["base"], params, seed))
+        overrides = trial_overrides(study["base"], params, seed)
+        cfg = compose(overrides)
         cfg.tracking.tags = {"study": study["name"], "study_phase": "repeat" if "seed" in point else "search",
-                             "study_params": json.dumps(params, sort_keys=True), "scale": study["scale"]}
+                             "study_params": json.dumps(params, sort_keys=True), "scale": study["scale"],
+                             # a cell as a sweep's is, so the runs archive keeps it (done: once both halves are in)
+                             "sweep": study["name"], "cell": " ".join(overrides[len(study["base"]):]),
+                             "config_hash": config_hash(cfg)}
         summary = run_experiment(cfg, show_progress=False)
         halves = half_accuracies(cfg, summary["run_id"])
         client = MlflowClient(tracking_uri(cfg))
         for key, value in halves.items():
             client.log_metric(summary["run_id"], key, value)
+        client.set_tag(summary["run_id"], "cell_status", DONE)
     except Exception as err:  # a failed trial is reported, not raised: the search goes on
         tune.report({SELECTION: -math.inf, "reason": one_line(err)})
         return
