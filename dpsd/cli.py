@@ -330,8 +330,10 @@ def cmd_sweep(args: list[str]) -> int:
     parser.add_argument("--search", choices=["optuna"],
                         help="search the spec's search: ranges with Optuna (through Ray Tune) instead of running its "
                              "cells; then run the best configurations at more seeds (dpsd report --study SPEC)")
-    parser.add_argument("--trials", type=int, default=20, help="with --search: the search's trials (default 20)")
-    parser.add_argument("--best", type=int, default=3, help="with --search: configurations run again (default 3)")
+    parser.add_argument("--trials", type=int,
+                        help="with --search: the search's trials (default: the spec's feeds.trials, else 20)")
+    parser.add_argument("--best", type=int,
+                        help="with --search: configurations run again (default: the spec's feeds.best, else 3)")
     parser.add_argument("--scheduler", choices=["asha"], help="with --search: Ray Tune's ASHA scheduler")
     parser.add_argument("--claim-timeout", type=float, default=CLAIM_TIMEOUT, metavar="SECONDS",
                         help="take over another driver's claim on a cell after this long without its heartbeat "
@@ -339,13 +341,17 @@ def cmd_sweep(args: list[str]) -> int:
     parsed = parser.parse_intermixed_args(args)
     scale, overrides = split_scale(parsed.overrides)
     if parsed.search:
-        from dpsd.sweep.study import run_study
+        from dpsd.sweep.spec import load_spec
+        from dpsd.sweep.study import run_study, study_budget
 
-        found = run_study(parsed.spec, parsed.trials, scale, overrides, best=parsed.best,
+        trials, best = study_budget(load_spec(parsed.spec))
+        found = run_study(parsed.spec, parsed.trials or trials, scale, overrides,
+                          best=best if parsed.best is None else parsed.best,
                           repeat_seeds=parsed.seeds or 3, scheduler=parsed.scheduler, address=parsed.address,
                           cpus_per_trial=parsed.cpus_per_trial, gpus_per_trial=parsed.gpus_per_trial)
         print(f"study {found['study']}: {found['trials']} trials finished, {len(found['best'])} best configurations "
-              f"run again ({found['repeats']} runs); its page: dpsd report --study {parsed.spec}")
+              f"run again ({found['repeats']} runs); its page: dpsd pages (where results/pages.yaml lists it), or "
+              f"dpsd report --study {parsed.spec}")
         return 0
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
                         parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout,
@@ -421,7 +427,8 @@ def cmd_report(args: list[str]) -> None:
     if parsed.study:
         from dpsd.report.study import render_study
 
-        print("report: " + ", ".join(map(str, render_study(parsed.study, overrides, parsed.out))))
+        print("report: " + ", ".join(map(str, render_study(parsed.study, overrides, parsed.out, scale, _archive(parsed),
+                                                           update_archive=bool(parsed.archive)))))
         return
     index = render_report(spec_paths(parsed.specs, parsed.only), scale, overrides, parsed.reference, parsed.out,
                           parsed.markdown, _archive(parsed), update_archive=bool(parsed.archive),
@@ -445,8 +452,7 @@ def cmd_pages(args: list[str]) -> None:
     if unknown:
         raise ConfigError(f"--page {unknown[0]} is not in {parsed.manifest}; its pages: "
                           + ", ".join(str(page.markdown) for page in pages))
-    pages = [page for page in pages if not wanted or page.markdown in wanted]
-    written = render_pages(pages, overrides)
+    written = render_pages([page for page in pages if not wanted or page.markdown in wanted], overrides, every=pages)
     print(f"pages: {len(written)} written")
 
 
@@ -472,6 +478,8 @@ def cmd_reproduce(args: list[str]) -> int:
         print(format_summary(summary, parsed.dry_run))
     for name in result["on_demand"]:
         print(f"sweep {name}: on demand (an experiment at its own budget), not run; run it with --only {name}")
+    for command in result["studies"]:
+        print(f"sweep {command.split()[2]}: a hyper-parameter study, not run by reproduce; run it with `{command}`")
     for name in result["not_on_a_page"]:
         print(f"sweep {name}: on no page of {parsed.pages}, not run at --scale {PAGES}")
     for index in result["indexes"]:

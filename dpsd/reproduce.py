@@ -9,8 +9,10 @@ already done. The specs' cells run as one Tune experiment (:func:`~dpsd.sweep.ru
 no core waits while one spec ends and the next starts. Without ``--only`` it leaves out the specs
 marked ``on_demand`` (experiments at their own budget, such as the ladder): they run when named, and
 the report still renders whatever they recorded. ``--scale pages`` runs each spec at the scale of the page that
-renders it (:data:`PAGES`). It prints how long the cells to run should take, from the recorded runs' own timings on
-this class of hardware, and, while they run, cells done / total and the time elapsed, also in a log file.
+renders it (:data:`PAGES`). A hyper-parameter study (``feeds.kind: study``) is searched by ``dpsd sweep SPEC --search
+optuna``, not run cell by cell: reproduce names it with that command and runs none of it. It prints how long the cells
+to run should take, from the recorded runs' own timings on this class of hardware, and, while they run, cells done /
+total and the time elapsed, also in a log file.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dpsd.errors import ConfigError
 from dpsd.report import render_report, spec_paths
 from dpsd.report.pages import DEFAULT_PAGES, load_pages
 from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
+from dpsd.report.study import study_command
 from dpsd.sweep.runner import run_sweeps
 from dpsd.sweep.spec import load_spec
 from dpsd.sweep.timing import Progress
@@ -55,9 +58,10 @@ def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = Fa
     over the same specs; returns the sweeps' summaries, the on-demand specs left out (their names), the
     index paths (none on a dry run), ``estimate`` (the line saying how long the cells to run take, from the
     recorded runs' timings: :func:`dpsd.sweep.timing.estimate`) and, at ``scale`` :data:`PAGES`, the specs on no
-    page of ``pages``. ``archive``: a runs archive read beside the store (the quickstart passes none: it shows what
-    this machine ran). ``echo``: print the estimate and, while cells run, one progress line per finished trial
-    (also appended to ``<results_dir>/ray/reproduce-<time>.log``)."""
+    page of ``pages``; ``studies``: the command that runs each hyper-parameter study named, which reproduce does not
+    run (:func:`dpsd.report.study.study_command`). ``archive``: a runs archive read beside the store (the quickstart
+    passes none: it shows what this machine ran). ``echo``: print the estimate and, while cells run, one progress line
+    per finished trial (also appended to ``<results_dir>/ray/reproduce-<time>.log``)."""
     if scale == PAGES:
         jobs, not_on_a_page = page_jobs(Path(pages), specs_dir, only)
         if not jobs:
@@ -67,6 +71,8 @@ def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = Fa
         every = spec_paths(specs_dir, only)
         on_demand = [] if only else [path for path in every if load_spec(path).on_demand]
         jobs, not_on_a_page = [(path, scale) for path in every if path not in on_demand], []
+    studies = [(path, at) for path, at in jobs if load_spec(path).feeds.get("kind") == "study"]
+    jobs = [job for job in jobs if job not in studies]
     progress = Progress(echo=echo)
     summaries = run_sweeps([path for path, _ in jobs], scale=[at for _, at in jobs], overrides=list(overrides),
                            address=address, dry_run=dry_run, cpus_per_trial=cpus_per_trial,
@@ -82,4 +88,4 @@ def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = Fa
         indexes.append(render_report(every, scale, overrides, reference_csv, out, archive=archive))
     return {"sweeps": summaries, "on_demand": [load_spec(path).name for path in on_demand],
             "index": indexes[0] if indexes else None, "indexes": indexes, "estimate": progress.estimate_line,
-            "not_on_a_page": not_on_a_page}
+            "not_on_a_page": not_on_a_page, "studies": [study_command(load_spec(path), at) for path, at in studies]}

@@ -32,6 +32,8 @@ def test_the_manifest_lists_every_committed_page_and_the_readme_verdict():
     ("pages:\n  - {markdown: a.md, only: [ladder], scale: huge}", "scale 'huge' is not one of smoke, laptop, paper"),
     ("pages:\n  - {markdown: a.md, only: [no_such_spec]}", "no spec no_such_spec in"),
     ("pages:\n  - {markdown: a.md, only: [ladder]}\n  - {markdown: a.md, only: [headline]}", "a.md is listed twice"),
+    ("pages:\n  - {markdown: a.md, only: [study_dpsd_digits, ladder]}", "renders studies alone, without readme"),
+    ("pages:\n  - {markdown: a.md, only: [study_dpsd_digits], datasets: [mnist]}", "renders studies alone"),
 ])
 def test_a_bad_manifest_is_one_line_naming_what_is_accepted(tmp_path, body, words):
     manifest = tmp_path / "pages.yaml"

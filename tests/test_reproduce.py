@@ -146,7 +146,8 @@ def test_progress_prints_cells_done_of_total_and_elapsed_and_appends_them_to_its
 
 def test_scale_pages_runs_each_spec_at_the_scale_of_its_page(tmp_path, capsys):
     """``--scale pages``: a spec on two pages at two scales is planned at both, an on-demand spec a page names is
-    planned, a spec on no page is said to be left out; the dry run ends with the estimate."""
+    planned, a spec on no page is said to be left out, a hyper-parameter study a page names is not run cell by cell but
+    named with the command that searches it; the dry run ends with the estimate."""
     import yaml
 
     from dpsd.cli import main
@@ -158,11 +159,15 @@ def test_scale_pages_runs_each_spec_at_the_scale_of_its_page(tmp_path, capsys):
     for name, extra in (("table", {}), ("study", {"on_demand": True}), ("elsewhere", {})):
         (specs / f"{name}.yaml").write_text(yaml.safe_dump({"name": name, "paper": None, "base": base,
                                                            "grid": {"privacy.epsilon": [1, 10]}, **extra}))
+    (specs / "searched.yaml").write_text(yaml.safe_dump({"name": "searched", "base": base, "on_demand": True,
+                                                         "feeds": {"kind": "study", "trials": 4, "best": 1},
+                                                         "search": {"method.student_lr": {"loguniform": [1e-4, 0.1]}}}))
     manifest = tmp_path / "pages.yaml"
     manifest.write_text(yaml.safe_dump({"pages": [
         {"markdown": "results/table_laptop.md", "only": ["table"], "scale": "laptop"},
         {"markdown": "results/table_paper.md", "only": ["table"], "scale": "paper"},
-        {"markdown": "results/study.md", "only": ["study", "table"], "scale": "laptop"}]}))
+        {"markdown": "results/study.md", "only": ["study", "table"], "scale": "laptop"},
+        {"markdown": "results/searched.md", "only": ["searched"]}]}))
     args = ["reproduce", "--dry-run", "--scale", "pages", "--specs", str(specs), "--pages", str(manifest),
             "--no-archive", f"results_dir={tmp_path / 'results'}"]
     assert main(args) == 0
@@ -171,6 +176,8 @@ def test_scale_pages_runs_each_spec_at_the_scale_of_its_page(tmp_path, capsys):
     assert planned == ["sweep table (scale=laptop) — dry run", "sweep table (scale=paper) — dry run",
                        "sweep study (scale=laptop) — dry run"]
     assert f"sweep elsewhere: on no page of {manifest}, not run at --scale pages" in printed
+    assert ("sweep searched: a hyper-parameter study, not run by reproduce; run it with "
+            "`dpsd sweep searched --search optuna --trials 4 --best 1`") in printed
     assert printed.rstrip().splitlines()[-1].startswith("estimate: ")
     assert main([*args, "--only", "elsewhere"]) == 2  # named, but on no page: one line
     assert "none of the specs named is on a page" in capsys.readouterr().err

@@ -1,15 +1,19 @@
 """Hyper-parameter studies: the search block's checks, the test split's two halves, the report's importance and best
-configuration on a made-up study, and one small Optuna study on digits end to end."""
+configuration on a made-up study, a tiny study's trials in the runs archive and its committed page rendered from the
+archive alone, and one small Optuna study on digits end to end."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
 import yaml
 
 from dpsd.errors import ConfigError
+from dpsd.report.pages import Page, render_pages
+from dpsd.report.runs import load_history, read_archive
 from dpsd.report.study import (best_configuration, importance_table, optuna_study, sensitivity_markdown, study_markdown,
                                study_runs)
 from dpsd.sweep.spec import load_spec
@@ -86,8 +90,8 @@ def test_importance_names_the_hyper_parameter_that_decides_and_the_best_configur
     assert best["n"] == 3 and best["held_out"] == "88.00 ± 1.00"  # 89, 87, 88: the held-out half, not selection's
     page = study_markdown(spec, runs, tmp_path)
     assert "## Which hyper-parameters matter" in page and "held-out accuracy 88.00 ± 1.00% (n = 3" in page
-    assert (tmp_path / "figures" / "study_study_parallel.png").stat().st_size > 0
-    assert (tmp_path / "figures" / "study_study_pair.png").stat().st_size > 0
+    assert (tmp_path / "figures" / "study_smoke_parallel.png").stat().st_size > 0  # named for the spec and the scale
+    assert (tmp_path / "figures" / "study_smoke_pair.png").stat().st_size > 0
 
 
 def test_the_sensitivity_page_ranks_each_studys_hyper_parameters(tmp_path):
@@ -117,6 +121,10 @@ def test_a_trial_records_its_run_scored_on_both_halves_and_reports_the_selection
     assert set(reported[0]) == {SELECTION, "run_id"}, reported
     run = MlflowClient(f"sqlite:///{results / 'mlflow.db'}").get_run(reported[0]["run_id"])
     assert run.data.tags["study"] == "s" and run.data.tags["study_phase"] == "search"
+    # a cell as a sweep's is, done once both halves are logged: the runs archive keeps it
+    assert run.data.tags["cell_status"] == "done" and len(run.data.tags["config_hash"]) == 16
+    assert run.data.tags["sweep"] == "s"
+    assert run.data.tags["cell"] == "method.student_lr=0.003 method.latents=resample seed=0"
     assert json.loads(run.data.tags["study_params"]) == {"method.latents": "resample", "method.student_lr": 0.003}
     assert run.data.params["method.student_lr"] == "0.003" and run.data.params["seed"] == "0"
     assert run.data.metrics[SELECTION] == reported[0][SELECTION] and 0 <= run.data.metrics[HELD_OUT] <= 1
@@ -125,6 +133,111 @@ def test_a_trial_records_its_run_scored_on_both_halves_and_reports_the_selection
     assert again.data.tags["study_phase"] == "repeat" and again.data.params["seed"] == "1"
     study_trial({"method.student_lr": "not a number"}, study)  # a failed trial is reported, not raised
     assert reported[2][SELECTION] == float("-inf") and "student_lr" in reported[2]["reason"]
+    rows = load_history(f"sqlite:///{results / 'mlflow.db'}", "dpsd")
+    assert sorted(zip(rows["study_phase"], rows["study_seed"])) == [("repeat", "1"), ("search", "0")]
+    assert set(rows["run_id"]) == {reported[0]["run_id"], reported[1]["run_id"]}
+
+
+STUDY_SPEC = {"name": "tiny_study", "feeds": {"kind": "study", "id": "tiny_study", "reference": "none",
+                                              "title": "A tiny study", "trials": 5, "best": 1},
+              "base": ["method=dpsd", "privacy=label", *TINY], "on_demand": True, "seeds": [0, 1],
+              "search": {"method.student_lr": {"loguniform": [1e-4, 0.1]},
+                         "method.latents": {"choice": ["trainable", "resample"]}}}
+
+
+def study_specs(folder):
+    """``folder/sweeps`` with the tiny study and a second study never run."""
+    specs = folder / "sweeps"
+    (specs / "common").mkdir(parents=True)
+    (specs / "common" / "smoke.yaml").write_text("{}\n")
+    (specs / "tiny_study.yaml").write_text(yaml.safe_dump(STUDY_SPEC))
+    (specs / "other_study.yaml").write_text(yaml.safe_dump({**STUDY_SPEC, "name": "other_study",
+                                                            "feeds": {**STUDY_SPEC["feeds"], "id": "other_study"}}))
+    return specs
+
+
+def study_pages(folder):
+    """The tiny study's page and the sensitivity page of both studies, as results/pages.yaml lists them."""
+    return [Page(folder / "pages" / "tiny_study.md", ("tiny_study",)),
+            Page(folder / "pages" / "sensitivity.md", ("tiny_study", "other_study"))]
+
+
+def test_a_studys_trials_land_in_the_archive_and_its_page_renders_from_the_archive_alone(tmp_path, monkeypatch):
+    """Three search trials and one repeat of a tiny study, run in this process (Tune's report caught): `dpsd pages`
+    writes them to the runs archive with what the study's page reads, and with the store removed (a fresh clone: the
+    archive alone) renders the same pages and figures."""
+    from ray import tune
+
+    from dpsd.sweep.study import study_overrides, study_trial
+
+    monkeypatch.setattr(tune, "report", lambda _: None)
+    specs, results, archive = study_specs(tmp_path), tmp_path / "results", tmp_path / "runs.csv"
+    study = {"name": "tiny_study", "base": [*study_overrides(load_spec(specs / "tiny_study.yaml"), "smoke", []),
+                                           f"results_dir={results}"], "seed": 0, "threads": 1, "scale": "smoke"}
+    tried = [{"method.student_lr": 0.003, "method.latents": "resample"},
+             {"method.student_lr": 0.0003, "method.latents": "trainable"},
+             {"method.student_lr": 0.03, "method.latents": "resample"}]
+    for params in tried:
+        study_trial(params, study)
+    study_trial({"point": {**tried[0], "seed": 1}}, study)
+    pages = study_pages(tmp_path)
+
+    def render() -> dict:
+        render_pages(pages, [f"results_dir={results}"], specs_dir=specs, archive=archive, log=lambda _: None)
+        drawn = sorted((tmp_path / "pages" / "figures").glob("*.png"))
+        return {**{page.markdown.name: page.markdown.read_text() for page in pages},
+                **{path.name: path.read_bytes() for path in drawn}}
+
+    from_store = render()
+    rows = read_archive(archive)
+    rows = rows[rows["study"] == "tiny_study"]
+    assert sorted(rows["study_phase"]) == ["repeat", "search", "search", "search"]
+    assert sorted(zip(rows["study_params"].map(json.loads).map(lambda p: p["method.student_lr"]), rows["study_seed"])) \
+        == [(0.0003, "0"), (0.003, "0"), (0.003, "1"), (0.03, "0")]
+    assert rows[[f"metrics.{SELECTION}", f"metrics.{HELD_OUT}"]].notna().all().all()
+    assert (rows["cell_status"] == "done").all() and rows["config_hash"].nunique() == 4
+    page = from_store["tiny_study.md"]
+    assert page.startswith("# A tiny study\n") and "3 search trials (Optuna's TPE through Ray Tune), 1 repeats" in page
+    assert "## Which hyper-parameters matter" in page and "(n = 2, seeds [0, 1]; runs" in page
+    assert {"tiny_study_smoke_parallel.png", "tiny_study_smoke_pair.png"} <= set(from_store)
+    sensitivity = from_store["sensitivity.md"]
+    assert "| [tiny_study](tiny_study.md) | dpsd | 3 |" in sensitivity
+    assert "| other_study | dpsd | 0 | not run yet: `dpsd sweep other_study --search optuna --trials 5 --best 1` |" \
+        in sensitivity  # no page of its own in the manifest: named, not linked
+
+    (results / "mlflow.db").unlink()  # a fresh clone: no store, the archive alone
+    shutil.rmtree(results / "mlartifacts")
+    assert render() == from_store
+
+
+def test_a_study_page_with_no_runs_says_how_to_run_it(tmp_path, capsys):
+    specs = study_specs(tmp_path)
+    pages = study_pages(tmp_path)
+    render_pages(pages, [f"results_dir={tmp_path / 'results'}"], specs_dir=specs, archive=tmp_path / "runs.csv",
+                 log=lambda _: None)
+    page = pages[0].markdown.read_text()
+    assert page.startswith("# A tiny study\n") and "## Which" not in page
+    assert "Not run yet: run `dpsd sweep tiny_study --search optuna --trials 5 --best 1`, then `dpsd pages`" in page
+    assert not (tmp_path / "pages" / "figures").exists()
+    sensitivity = pages[1].markdown.read_text()
+    assert sensitivity.count("| 0 | not run yet: `dpsd sweep ") == 2
+    assert "warning: study tiny_study: no finished trial at scale smoke" in capsys.readouterr().err
+
+
+def test_dpsd_sweep_searches_at_the_specs_own_budget_unless_told(tmp_path, monkeypatch, capsys):
+    """`dpsd sweep SPEC --search optuna` takes the trials and best configurations its spec names (what its page's
+    "not run yet" command says); --trials and --best win."""
+    from dpsd import cli
+    from dpsd.sweep import study as sweep_study
+
+    asked = []
+    monkeypatch.setattr(sweep_study, "run_study", lambda spec, trials, scale, overrides, best, **_: asked.append(
+        (trials, best)) or {"study": "tiny_study", "trials": trials, "best": [{}] * best, "repeats": best})
+    spec = str(study_specs(tmp_path) / "tiny_study.yaml")
+    assert cli.main(["sweep", spec, "--search", "optuna"]) == 0
+    assert cli.main(["sweep", spec, "--search", "optuna", "--trials", "3", "--best", "0"]) == 0
+    assert asked == [(5, 1), (3, 0)]
+    assert "its page: dpsd pages" in capsys.readouterr().out
 
 
 @pytest.mark.slow  # Ray's start and a fresh worker's imports for each trial: minutes on 2 busy cores
@@ -137,7 +250,6 @@ def test_an_optuna_study_on_digits_records_every_trial_and_repeats_the_best(tmp_
     found = run_study(str(path), trials=3, overrides=overrides, best=1, repeat_seeds=2, cpus_per_trial=1)
     assert found["trials"] == 3 and found["repeats"] == 1 and set(found["best"][0]) == {"method.student_lr",
                                                                                        "method.latents"}
-    client = MlflowClient(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}")
-    runs = study_runs(client, [client.get_experiment_by_name("dpsd").experiment_id], "study")
+    runs = study_runs(load_history(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}", "dpsd"), "study")
     assert list(runs["phase"]).count("search") == 3 and list(runs["phase"]).count("repeat") == 1
     assert runs[[SELECTION, HELD_OUT]].notna().all().all()

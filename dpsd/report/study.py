@@ -2,38 +2,61 @@
 PED-ANOVA), a parallel-coordinates plot of every trial, accuracy over the two that matter most, and the best
 configuration with its held-out accuracy mean ± sample std over seeds.
 
-The trials are the recorded runs tagged ``study`` (:mod:`dpsd.sweep.study`). Importance and the choice of the best
-configuration read ``selection_accuracy`` (the test split's selection half); the accuracy a reader is shown is
-``held_out_accuracy`` (the other half), which no selection step has seen. Optuna's importance evaluators and
+The trials are the recorded runs tagged ``study`` (:mod:`dpsd.sweep.study`), read as every page reads its runs: the
+MLflow store merged with the runs archive (:func:`dpsd.report.runs.load_history`; ``results/runs.csv`` keeps each
+trial's phase, sampled values, seed and both halves' accuracy, :data:`dpsd.report.runs.STUDY_COLUMNS`), so a fresh
+checkout, with the archive alone, renders the page the store rendered. A trial whose configuration ran twice counts
+once, its latest run (the archive's rule for a cell); a page shows one scale's trials. Importance and the choice of
+the best configuration read ``selection_accuracy`` (the test split's selection half); the accuracy a reader is shown
+is ``held_out_accuracy`` (the other half), which no selection step has seen. Optuna's importance evaluators and
 plots do the work: the trials are handed to an in-memory ``optuna.Study`` (``add_trial``) with the spec's ranges as
-its distributions."""
+its distributions. A study with no trial yet renders a page that says so and names the command that runs it.
+
+``dpsd pages`` renders the committed pages (``results/pages.yaml``: a page of one study spec is its page, a page of
+several is the cross-method ``sensitivity`` page) through :func:`render_study_page`; ``dpsd report --study`` writes
+the same pages into ``--out`` (:func:`render_study`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
+import sys
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
 from dpsd.report.figures import PNG_METADATA
-from dpsd.report.tables import DASH, fmt_mean_std, markdown_table
-from dpsd.sweep.study import HELD_OUT, SELECTION, search_block
+from dpsd.report.runs import latest_per_cell, load_history, store_words, write_archive
+from dpsd.report.tables import DASH, fmt_mean_std, markdown_table, page_scale_line
+from dpsd.sweep.study import HELD_OUT, SELECTION, search_block, study_budget
 from dpsd.sweep.spec import Spec
 
 IMPORTANCE_SEEDS = (0, 1, 2)  # fANOVA fits a random forest: its importances are reported over these seeds
 
 
-def study_runs(client, experiment_ids: list[str], name: str) -> pd.DataFrame:
-    """One row per finished trial of study ``name``: run id, phase, sampled values (JSON), seed, both halves'
-    accuracy (percent)."""
-    runs = client.search_runs(experiment_ids, f"tags.study = '{name}' and attributes.status = 'FINISHED'",
-                              max_results=5000)
-    rows = [{"run_id": r.info.run_id, "phase": r.data.tags.get("study_phase", "search"),
-             "params": r.data.tags.get("study_params", "{}"), "seed": int(float(r.data.params.get("seed", 0))),
-             SELECTION: 100 * r.data.metrics[SELECTION], HELD_OUT: 100 * r.data.metrics[HELD_OUT]}
-            for r in runs if SELECTION in r.data.metrics and HELD_OUT in r.data.metrics]
-    return pd.DataFrame(rows, columns=["run_id", "phase", "params", "seed", SELECTION, HELD_OUT])
+RUN_FIELDS = ["run_id", "phase", "params", "seed", SELECTION, HELD_OUT]
+
+
+def study_runs(history: pd.DataFrame, name: str, scale: str | None = None) -> pd.DataFrame:
+    """One row per finished trial of study ``name`` (at ``scale``, if given) among ``history``'s runs
+    (:func:`dpsd.report.runs.load_history`: the store's and the archive's), oldest first: run id, phase, sampled values
+    (JSON), seed, both halves' accuracy (percent). A configuration run twice counts once: its latest run."""
+    if history.empty or "study" not in history.columns:
+        return pd.DataFrame(columns=RUN_FIELDS)
+    rows = history[(history["study"] == name) & (history["status"] == "FINISHED") & (history["cell_status"] == "done")]
+    if scale is not None:
+        rows = rows[rows["scale"] == scale]
+    halves = [f"metrics.{SELECTION}", f"metrics.{HELD_OUT}"]
+    if rows.empty or not set(halves) <= set(rows.columns):
+        return pd.DataFrame(columns=RUN_FIELDS)
+    rows = latest_per_cell(rows).reset_index()
+    rows = rows[rows[halves].notna().all(axis=1)].sort_values(["start_time", "run_id"])
+    return pd.DataFrame({"run_id": rows["run_id"], "phase": rows["study_phase"], "params": rows["study_params"],
+                         "seed": rows["study_seed"].astype(float).astype(int),
+                         SELECTION: 100 * rows[halves[0]].astype(float), HELD_OUT: 100 * rows[halves[1]].astype(float)},
+                        columns=RUN_FIELDS).reset_index(drop=True)
 
 
 def optuna_study(spec: Spec, runs: pd.DataFrame):
@@ -86,9 +109,10 @@ def best_configuration(runs: pd.DataFrame) -> dict | None:
             "seeds": list(at["seed"]), "runs": list(at["run_id"])}
 
 
-def study_figures(study, importance: pd.DataFrame, folder: Path, name: str) -> list[Path]:
+def study_figures(study, importance: pd.DataFrame, folder: Path, stem: str) -> list[Path]:
     """The parallel-coordinates plot of the search, and the selection accuracy over the two most important
-    hyper-parameters (Optuna's matplotlib plots), as PNGs in ``folder``."""
+    hyper-parameters (Optuna's matplotlib plots), as PNGs ``<stem>_parallel.png`` and ``<stem>_pair.png`` in
+    ``folder``."""
     import warnings
 
     import matplotlib
@@ -108,28 +132,52 @@ def study_figures(study, importance: pd.DataFrame, folder: Path, name: str) -> l
             drawn.append(("pair", plots.plot_contour(study, params=pair, target_name="selection accuracy (%)")))
     for kind, axes in drawn:
         figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure
-        path = folder / f"study_{name}_{kind}.png"
+        path = folder / f"{stem}_{kind}.png"
         figure.savefig(path, dpi=110, bbox_inches="tight", metadata=PNG_METADATA)
         plt.close(figure)
         out.append(path)
     return out
 
 
-def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path) -> str:
-    """The study's page (figures written under ``out/figures``)."""
+def study_command(spec: Spec, scale: str = "smoke") -> str:
+    """The command that runs ``spec``'s study at ``scale`` at its own budget (:func:`dpsd.sweep.study.study_budget`)."""
+    trials, best = study_budget(spec)
+    return " ".join(["dpsd sweep", spec.name, "--search optuna", f"--trials {trials}", f"--best {best}",
+                     *([f"scale={scale}"] if scale != "smoke" else [])])
+
+
+GENERATED = "Generated by `dpsd pages` (the study report, dpsd/report/study.py) from the tracked runs; do not edit."
+
+
+def _head(title: str, intro: Sequence[str]) -> list[str]:
+    """A page's title and intro lines (a committed page's: :data:`GENERATED`, then each a Markdown line break)."""
+    generated = [GENERATED, ""] if intro else []
+    return [f"# {title}", "", *generated, *([*(f"{line}  " for line in intro), ""] if intro else [])]
+
+
+def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path, scale: str = "smoke", title: str | None = None,
+                   intro: Sequence[str] = ()) -> str:
+    """The study's page (figures written under ``out/figures``, named for the spec and ``scale``), headed ``title``
+    (default: ``Study: <name>``) and the ``intro`` lines."""
+    from dpsd.report.render import artifact_stem
+
     search = runs[runs["phase"] == "search"]
-    lines = [f"# Study: {spec.name}", "",
-             f"{len(search)} search trials (Optuna's TPE through Ray Tune), {len(runs) - len(search)} repeats of the "
-             "best configurations at other seeds. Ranges: "
-             + "; ".join(f"`{k}` {kind} {args}" for k, (kind, args) in search_block(spec).items()) + ".",
-             "", "Importance and the best configuration are read on the test split's selection half; the accuracy "
-             "shown for the best configuration is the held-out half's, which no selection step saw.", ""]
+    ranges = "; ".join(f"`{k}` {kind} {args}" for k, (kind, args) in search_block(spec).items())
+    lines = _head(title or f"Study: {spec.name}", intro)
+    if runs.empty:
+        return "\n".join(lines + [f"Not run yet: run `{study_command(spec, scale)}`, then `dpsd pages` (or `dpsd "
+                                  f"report --study {spec.name}`) renders this page from its runs. Ranges: {ranges}.",
+                                  ""])
+    lines += [f"{len(search)} search trials (Optuna's TPE through Ray Tune), {len(runs) - len(search)} repeats of the "
+              f"best configurations at other seeds. Ranges: {ranges}.",
+              "", "Importance and the best configuration are read on the test split's selection half; the accuracy "
+              "shown for the best configuration is the held-out half's, which no selection step saw.", ""]
     if len(search) < 2:
         return "\n".join(lines + ["Too few finished trials for an importance analysis.", ""])
     study = optuna_study(spec, runs)
     importance = importance_table(study)
     lines += ["## Which hyper-parameters matter", "", markdown_table(importance.drop(columns="_mean")), ""]
-    for path in study_figures(study, importance, out / "figures", spec.name):
+    for path in study_figures(study, importance, out / "figures", artifact_stem(spec, scale)):
         lines += [f"![{path.stem}](figures/{path.name})", ""]
     best = best_configuration(runs)
     if best is not None:
@@ -140,42 +188,108 @@ def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path) -> str:
     return "\n".join(lines)
 
 
-def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]]) -> str:
+def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]], links: dict[str, str] | None = None,
+                         title: str | None = None, intro: Sequence[str] = (), scale: str = "smoke") -> str:
     """The page that compares studies: per study (its method), its hyper-parameters from most to least important
-    (fANOVA's mean over three forest seeds), and its trials."""
+    (fANOVA's mean over three forest seeds), and its trials; a study with none says how to run it. ``links``: each
+    study's page by name, relative to this one, a study without one named unlinked (default: each
+    ``study_<name>.md``)."""
     rows = []
     for spec, runs in studies:
         search = runs[runs["phase"] == "search"]
         ranked = importance_table(optuna_study(spec, runs)) if len(search) >= 2 else pd.DataFrame()
         method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), DASH)
-        rows.append({"Study": f"[{spec.name}](study_{spec.name}.md)", "Method": method, "Trials": len(search),
-                     "Most to least important (fANOVA)": "; ".join(
-                         f"{r['Hyper-parameter']} {r['_mean']:.2f}" for _, r in ranked.iterrows()) or DASH})
-    return "\n".join(["# Which hyper-parameters matter, method by method", "",
+        link = f"study_{spec.name}.md" if links is None else links.get(spec.name)
+        order = "; ".join(f"{r['Hyper-parameter']} {r['_mean']:.2f}" for _, r in ranked.iterrows())
+        rows.append({"Study": f"[{spec.name}]({link})" if link else spec.name, "Method": method, "Trials": len(search),
+                     "Most to least important (fANOVA)": order or (
+                         f"not run yet: `{study_command(spec, scale)}`" if runs.empty else DASH)})
+    return "\n".join([*_head(title or "Which hyper-parameters matter, method by method", intro),
                       "Each row is a study (`dpsd sweep SPEC --search optuna`; its page has the plots and the best "
                       "configuration): its hyper-parameters ranked by Optuna's fANOVA importance of the selection "
                       "accuracy, the mean over three forest seeds (the importances of a study sum to 1).", "",
                       markdown_table(pd.DataFrame(rows)), ""])
 
 
-def render_study(spec_paths: list[str], overrides: list[str], out: str | Path) -> list[Path]:
-    """Write ``out/study_<name>.md`` (and its figures) for each study from its runs in the store the ``overrides``
-    name (``results_dir``, ``tracking``), and for several ``out/sensitivity.md`` comparing them; returns the pages."""
+def study_history(overrides: Sequence[str], archive: Path | None = None,
+                  update_archive: bool = False) -> tuple[pd.DataFrame, list[str]]:
+    """Every completed run of the store ``overrides`` name (``results_dir``, ``tracking``) and of ``archive`` (where
+    it exists), the archive rewritten with them (``update_archive``), as a page reads them; and the page's lines
+    naming where they were read (the store first)."""
     from dpsd.config import compose, resolve_paths
-    from dpsd.sweep.spec import load_spec
-    from dpsd.sweep.store import client_for
+    from dpsd.tracking import tracking_uri
 
-    client, experiment_id = client_for(resolve_paths(compose(list(overrides))))
+    composed = compose(list(overrides))
+    cfg = resolve_paths(composed)
+    uri = tracking_uri(cfg)
+    archive = Path(archive) if archive is not None else None
+    history = load_history(uri, str(cfg.tracking.experiment), archive if archive and archive.exists() else None)
+    if archive is not None and update_archive:
+        write_archive(history, archive, None, Path(cfg.results_dir))
+    store = store_words(uri, Path(cfg.results_dir), str(composed.results_dir))
+    read = [f"Reproduced numbers: MLflow runs in {store} (experiment {cfg.tracking.experiment!r}). No number on this "
+            "page is typed by hand."]
+    if archive is not None and archive.exists():
+        read.append(f"Runs archived in {archive} (read beside the store"
+                    + (", then rewritten with the merged runs)." if update_archive else ")."))
+    return history, read
+
+
+def _warn_unrun(spec: Spec, scale: str) -> None:
+    print(f"warning: study {spec.name}: no finished trial at scale {scale} in the store or the archive; run it with "
+          f"`{study_command(spec, scale)}`", file=sys.stderr)
+
+
+def render_study_page(specs: Sequence[Path], scale: str, overrides: Sequence[str], markdown: Path,
+                      archive: Path | None = None, update_archive: bool = False, title: str | None = None,
+                      links: dict[str, Path] | None = None) -> Path:
+    """A committed page (``dpsd pages``): the page of the one study in ``specs``, or the ``sensitivity`` page of
+    several, at ``markdown`` (figures under its folder's ``figures/``), from the runs at ``scale`` in the store and
+    ``archive`` (rewritten with them: ``update_archive``). ``links``: each study's page by spec name, for the
+    sensitivity page's links (a study without one is named unlinked)."""
+    from dpsd.sweep.spec import load_spec
+
+    markdown = Path(markdown)
+    loaded = [load_spec(path) for path in specs]
+    history, read = study_history(overrides, archive, update_archive)
+    intro = [f"Scale: {scale} — {page_scale_line(loaded, scale)}.", *read]
+    studies = [(spec, study_runs(history, spec.name, scale)) for spec in loaded]
+    for spec, runs in studies:
+        if runs.empty:
+            _warn_unrun(spec, scale)
+    if len(studies) == 1:
+        spec, runs = studies[0]
+        text = study_markdown(spec, runs, markdown.parent, scale, title or str(spec.feeds.get("title", spec.name)),
+                              intro)
+    else:
+        relative = {name: Path(os.path.relpath(Path(path), markdown.parent)).as_posix()
+                    for name, path in (links or {}).items()}  # where the sensitivity page links them from
+        text = sensitivity_markdown(studies, relative, title, intro, scale)
+    markdown.parent.mkdir(parents=True, exist_ok=True)
+    markdown.write_text(text.rstrip() + "\n", encoding="utf-8")
+    return markdown
+
+
+def render_study(spec_paths: list[str], overrides: list[str], out: str | Path, scale: str = "smoke",
+                 archive: Path | None = None, update_archive: bool = False) -> list[Path]:
+    """Write ``out/study_<name>.md`` (and its figures) for each study from its runs at ``scale`` in the store the
+    ``overrides`` name (``results_dir``, ``tracking``) and in ``archive`` (rewritten with them: ``update_archive``),
+    and for several ``out/sensitivity.md`` comparing them; returns the pages."""
+    from dpsd.sweep.spec import load_spec
+
+    history, _ = study_history(overrides, archive, update_archive)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     pages, studies = [], []
     for spec in map(load_spec, spec_paths):
-        runs = study_runs(client, [experiment_id], spec.name)
+        runs = study_runs(history, spec.name, scale)
+        if runs.empty:
+            _warn_unrun(spec, scale)
         page = out / f"study_{spec.name}.md"
-        page.write_text(study_markdown(spec, runs, out) + "\n")
+        page.write_text(study_markdown(spec, runs, out, scale) + "\n")
         pages.append(page)
         studies.append((spec, runs))
     if len(studies) > 1:
         pages.append(out / "sensitivity.md")
-        pages[-1].write_text(sensitivity_markdown(studies))
+        pages[-1].write_text(sensitivity_markdown(studies, scale=scale))
     return pages
