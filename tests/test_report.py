@@ -23,7 +23,7 @@ from conftest import spec_folder
 from dpsd.cli import main
 from dpsd.errors import ConfigError
 from dpsd.experiment import run_experiment
-from dpsd.report import render as render_module, render_report
+from dpsd.report import output_files, render_report
 from dpsd.report.runs import load_runs, write_archive
 from dpsd.sweep.spec import expand_cells, load_spec
 
@@ -229,10 +229,10 @@ def test_a_spec_rendered_at_two_scales_into_one_folder_keeps_both(study, tmp_pat
 
 def test_long_file_names_are_cut_with_a_hash_of_the_whole():
     short = "ladder_smoke_dpsd_label"
-    assert render_module._slug(short) == short and render_module._slug("a b/c") == "a_b_c"
-    first, second = (render_module._slug("x" * 200 + tail) for tail in ("_default", "_variant"))
-    assert len(first) == len(second) == render_module.SLUG_LENGTH and first != second
-    assert first.startswith("x" * 100) and first == render_module._slug("x" * 200 + "_default")
+    assert output_files.slug(short) == short and output_files.slug("a b/c") == "a_b_c"
+    first, second = (output_files.slug("x" * 200 + tail) for tail in ("_default", "_variant"))
+    assert len(first) == len(second) == output_files.SLUG_LENGTH and first != second
+    assert first.startswith("x" * 100) and first == output_files.slug("x" * 200 + "_default")
 
 
 def test_latex_and_html_carry_the_same_numbers(report):

@@ -1,5 +1,6 @@
-"""The sensitivity pages (dpsd/report/sensitivity.py): each figure or ablation table of a paper beside ours, with a
-sentence saying whether the paper's trend holds here, read from results/reference/sensitivity.csv.
+"""The sensitivity pages (dpsd/report/sensitivity.py; the trend checks: dpsd/report/trends.py): each figure or
+ablation table of a paper beside ours, with a sentence saying whether the paper's trend holds here, read from
+results/reference/sensitivity.csv.
 
 The page tests render from a small fake runs archive (rows written here, keyed by the cells' config hashes, no run
 made) beside an empty MLflow store; the reference tests hold sensitivity.csv to papers.csv and to the specs it names.
@@ -17,9 +18,9 @@ from conftest import spec_folder
 from dpsd.report import render_report
 from dpsd.report.pages import load_pages
 from dpsd.report.reference import load_reference
-from dpsd.report.sensitivity import (CLAIM_COLUMNS, METRICS, Point, check_trend, claims_path, direction, load_claims,
-                                     pairs, segments, shape, sign, verdict)
 from dpsd.report.tables import switches
+from dpsd.report.trends import (CLAIM_COLUMNS, METRICS, Point, check_trend, claims_path, direction, load_claims, pairs,
+                                segments, shape, sign, verdict)
 from dpsd.sweep.spec import expand_cells, group_label, load_spec
 from dpsd.version import method_code_version
 

@@ -6,13 +6,14 @@ adds ``figures/<name>_<scale>.png`` (ε on a log x axis, the non-private teacher
 as hollow markers), kind ``sensitivity`` the same against ``feeds.x`` (β, σ, k, T, ...) with both
 ε ledgers in a panel below, kind
 ``samples`` the runs' ``samples.png`` grids under ``samples/<name>_<scale>/``. ``index.html`` shows them all.
-Every file is named for the spec *and* the scale (:func:`artifact_stem`): a spec rendered at two scales into one
-``out`` (and its figures copied into one ``results/figures/``) keeps both.
+Every file is named for the spec *and* the scale (:func:`~dpsd.report.output_files.artifact_stem`): a spec rendered
+at two scales into one ``out`` (and its figures copied into one ``results/figures/``) keeps both. What a kind adds
+beyond the table (a ladder's ladders, a sensitivity spec's trend sentences, the verdict) is written by
+:mod:`dpsd.report.sections`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import sys
@@ -25,14 +26,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from dpsd.config import compose, config_hash, resolve_paths
 from dpsd.errors import ConfigError
-from dpsd.report import figures, formats, ladder, readings, readings_design, readings_page, sensitivity, site, verdict
+from dpsd.report import figures, formats, readings_design, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.report.fairness import declared_groups, unequal_budgets
+from dpsd.report.output_files import artifact_stem, slug, write_file
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
+from dpsd.report.sections import (render_ladders, render_query_budget, render_readings, render_sensitivity,
+                                   render_verdict)
 from dpsd.report.settings import load_settings, settings_block, settings_html, settings_path
 from dpsd.report.runs import absolute_artifact_uri, load_history, latest_per_cell, store_words, write_archive
-from dpsd.report.tables import markdown_table, page_scale_line, paper_table, scale_line, switches
+from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
+from dpsd.report.trends import claims_for, claims_path, load_claims
 from dpsd.sweep.spec import Spec, expand_configs, group_label, load_spec, varied_keys
 from dpsd.tracking import tracking_uri
 
@@ -54,31 +59,6 @@ def spec_paths(specs_dir: Path = DEFAULT_SPECS, only: Sequence[str] = ()) -> lis
         raise ConfigError(f"no sweep specs (*.yaml) in {Path(specs_dir).resolve()}: run from the repository root, "
                           "or pass --specs FOLDER")
     return paths
-
-
-SLUG_LENGTH = 120  # characters of a file name's stem, within every file system's limit with room for a suffix
-
-
-def _slug(text: str) -> str:
-    """``text`` as a file name's stem: runs of other characters than letters, digits, ``.``, ``_`` and ``-`` become
-    one ``_``; a stem longer than :data:`SLUG_LENGTH` keeps its start and ends in a hash of the whole, so two long
-    names that differ only past the cut stay two files."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
-    if len(slug) <= SLUG_LENGTH:
-        return slug
-    digest = hashlib.sha1(slug.encode()).hexdigest()[:8]
-    return f"{slug[:SLUG_LENGTH - len(digest) - 1]}_{digest}"
-
-
-def artifact_stem(spec: Spec, scale: str) -> str:
-    """The stem every file a spec's render writes starts with: the spec's name and the scale it was rendered at."""
-    return _slug(f"{spec.name}_{scale}")
-
-
-def _write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def _summary(groups) -> str:
@@ -121,7 +101,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
                 settings_seen: dict[str, str] | None = None) -> site.Section:
     """One spec's table, figure and sample grids; returns its part of the index (``verdicts``: the per-method
     verdicts a ladder's sections open with; ``results_dir``: what archived artifact locations are relative to).
-    ``claims``: the papers' trend statements (:mod:`dpsd.report.sensitivity`); a sensitivity spec, or one they name,
+    ``claims``: the papers' trend statements (:mod:`dpsd.report.trends`); a sensitivity spec, or one they name,
     gets their section. ``datasets``: only the cells of these datasets (a page's panels). ``settings_seen``: the
     setting blocks earlier sensitivity sections of the page showed (block -> title), so a repeat is one line."""
     feeds = dict(spec.feeds)
@@ -146,14 +126,14 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     table = paper_table(spec.name, feeds, scale_line(spec, scale), groups, refs)
     for suffix, text in (("md", formats.to_markdown(table)), ("tex", formats.to_latex(table)),
                          ("html", site.page(formats.caption(table), formats.to_html(table)))):
-        _write(out / "tables" / f"{stem}.{suffix}", text)
+        write_file(out / "tables" / f"{stem}.{suffix}", text)
     section = site.Section(name=spec.name, heading=f"{spec.name} ({', '.join(filter(None, (kind, spec.paper)))})",
                            summary=_summary(groups), table_html=formats.to_html(table),
                            links=[(f"tables/{stem}.{s}", s.upper()) for s in ("md", "tex", "html")],
                            markdown=formats.to_markdown(table),  # a ladder or query budget writes its own
                            finished=int((groups["status"] == RUN).sum()) if len(groups) else 0)
     caption = f"{formats.caption(table)}. δ = {figures.deltas(groups)}; {table.scale_line}."
-    claimed = claims is not None and len(sensitivity.claims_for(claims, spec.name)) > 0
+    claimed = claims is not None and len(claims_for(claims, spec.name)) > 0
     plotted = refs
     if kind == "sensitivity" or claimed:  # the accuracy panel: the paper's accuracies, one legend entry a table
         plotted = refs[refs["metric"].isin(["", "accuracy"])].assign(row=lambda rows: rows["table"])
@@ -166,13 +146,13 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         section.figures.append((png.relative_to(out).as_posix(), caption))
         section.links.append((png.relative_to(out).as_posix(), "PNG"))
     if kind == "sensitivity" or claimed:
-        _render_sensitivity(spec, stem, groups, refs, claims, table.scale_line, out, section, left_out)
+        render_sensitivity(spec, stem, groups, refs, claims, table.scale_line, out, section, left_out)
     if kind == "ladder" and len(groups):
-        _render_ladders(spec, stem, groups, table.scale_line, out, section, verdicts)
+        render_ladders(spec, stem, groups, table.scale_line, out, section, verdicts)
     if kind == "query_budget" and len(groups):
-        _render_query_budget(spec, stem, groups, table.scale_line, out, section)
+        render_query_budget(spec, stem, groups, table.scale_line, out, section)
     if kind == "readings" and (frame["status"] == RUN).any():
-        _render_readings(spec, stem, frame, table.scale_line, out, section)
+        render_readings(spec, stem, frame, table.scale_line, out, section)
     block = settings_block(groups, settings) if settings is not None and kind != "samples" else ""
     if block and (kind == "sensitivity" or claimed) and settings_seen is not None:  # one page: each block once
         title = str(spec.feeds.get("title", spec.name))
@@ -190,120 +170,18 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
             paired = expand_configs(spec, other, list(overrides))
             found = group_frame(cell_frame([cell for cell, _ in paired], [cfg for _, cfg in paired], runs))
             by_scale = {other: found, scale: groups} if other == verdict.PAPER_SCALE else {scale: groups, other: found}
-        _render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched, reference, by_scale,
-                        settings)
+        render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched, reference, by_scale,
+                       settings)
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
-            target = out / "samples" / stem / f"{_slug(label)}.png"
+            target = out / "samples" / stem / f"{slug(label)}.png"
             location = group["artifact_uris"][0]
             location = absolute_artifact_uri(location, results_dir) if results_dir is not None else location
             if figures.copy_sample_grid(location, uri, target):
                 section.figures.append((target.relative_to(out).as_posix(),
                                         f"{label}: synthetic samples of the first seed's run ({table.scale_line})"))
     return section
-
-
-LADDER_PAGE = "results/ladder.md"  # the page README's verdict links a method's section on
-
-
-def _render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: Path, section: site.Section,
-                    searched: dict | None = None, reference=None, by_scale: dict | None = None,
-                    settings=None) -> None:
-    """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG), the verdict table and one verdict
-    sentence per method (``searched``: what the readings specs covered), kept as the section's ``verdict``
-    block for ``--readme``; the table reads each row at the first scale of ``by_scale`` (paper scale first) with a
-    run for it, and says beside it what that run set otherwise than the paper (``settings``). The figure is named for the spec and the scale (``stem``): the headline rendered at paper
-    scale beside the laptop one (results/headline_paper.md, results/headline_laptop.md) must not overwrite the frontier
-    the README shows."""
-    caption = (f"{spec.feeds.get('title', spec.name)}; {scale_line}. Points: mean over seeds (error bars: sample "
-               f"std); ∞ at the right edge: a release no mechanism covers, or no privacy.")
-    paths = verdict.save_frontier(verdict.frontier_figure(groups, refs, caption), out / "figures",
-                                  f"{stem}_frontier")
-    section.figures.append((paths[0].relative_to(out).as_posix(), caption))
-    section.links += [(p.relative_to(out).as_posix(), p.suffix[1:].upper()) for p in paths]
-    section.verdict_figures = [p.relative_to(out).as_posix() for p in paths]
-    rows = verdict.verdict_rows(refs, by_scale or groups, LADDER_PAGE, reference, settings)
-    table = verdict.verdict_markdown(rows, "the runs archived in results/runs.csv")
-    bullets = verdict.verdict_bullets(verdict.method_verdicts(refs, groups, searched))
-    sentences = ["Per method, from the same runs and the readings searches "
-                 "([results/readings.md](results/readings.md)):", "", *bullets]
-    section.verdict = "\n".join([f"*{scale_line}.*", "", table, "", *sentences, "",
-                                  f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
-    page_rows = rows.assign(Section=rows["Section"].str.replace(f"]({LADDER_PAGE}", f"]({Path(LADDER_PAGE).name}",
-                                                                 regex=False))  # the page lies beside the ladder's
-    section.markdown = "\n".join([section.markdown, "### Verdict per paper row", "",
-                                   verdict.verdict_markdown(page_rows, "the runs archived in results/runs.csv"), "",
-                                   "### Verdict per method", "", *bullets, "",
-                                   f"![The privacy–accuracy frontier](figures/{paths[0].name})", ""])
-
-
-def _render_sensitivity(spec: Spec, stem: str, groups, refs, claims, scale_line: str, out: Path,
-                        section: site.Section, left_out: Sequence[str]) -> None:
-    """A sensitivity spec, or one whose trends the papers state (:mod:`dpsd.report.sensitivity`): the trend
-    sentences, one row per cell beside the paper's numbers, and the figure (the line plot drawn above for an x axis;
-    bars for a table's cells)."""
-    claims = claims if claims is not None else sensitivity.no_claims()
-    png = out / "figures" / f"{stem}.png"
-    if not spec.feeds.get("x") and len(groups):
-        caption = (f"{spec.feeds.get('title', spec.name)}: ours, mean ± sample std over seeds (bars), the paper's "
-                   f"number (hollow diamond); {scale_line}.")
-        sensitivity.save(sensitivity.bars_figure(groups, refs, str(spec.feeds.get("id", spec.name)), caption), png)
-        section.figures.append((png.relative_to(out).as_posix(), caption))
-        section.links.append((png.relative_to(out).as_posix(), "PNG"))
-    drawn = png.relative_to(out).as_posix()
-    figure = drawn if any(path == drawn for path, _ in section.figures) else None
-    section.markdown = sensitivity.section_markdown(spec, dict(spec.feeds), groups, refs, claims, scale_line, figure,
-                                                    left_out)
-
-
-def _render_ladders(spec: Spec, stem: str, groups, scale_line: str, out: Path, section: site.Section,
-                    verdicts: dict[str, str] | None = None) -> None:
-    """Kind ``ladder``: per ladder a table (``tables/<stem>_<ladder>.md``) and a bar figure, and one
-    diagnosis sentence each, also gathered as the section's Markdown, each ladder of a paper method headed by
-    its verdict (``verdicts``: :func:`headline_verdicts`)."""
-    tables, sentences, pngs = {}, [], []
-    for name, rows in ladder.ladders(groups).items():
-        body = ladder.ladder_table(name, rows)
-        sentence = ladder.diagnosis(name, rows)
-        slug = _slug(f"{stem}_{name}")
-        _write(out / "tables" / f"{slug}.md", f"## Ladder: {name}\n\n{sentence}\n\n{markdown_table(body)}\n")
-        caption = (f"{name}: best run per rung R0..R5; ε labels are claimed / rigorous. {sentence} {scale_line}.")
-        png = ladder.ladder_figure(name, rows, caption, out / "figures" / f"{slug}.png")
-        section.figures.append((png.relative_to(out).as_posix(), caption))
-        section.links.append((f"tables/{slug}.md", f"{name} MD"))
-        tables[name], pngs = body, [*pngs, png.relative_to(out).as_posix()]
-        sentences.append(sentence)
-    section.markdown = ladder.ladder_markdown(f"{spec.feeds.get('title', spec.name)} ({scale_line})", tables, sentences,
-                                              pngs, verdicts)
-
-
-def _render_readings(spec: Spec, stem: str, frame, scale_line: str, out: Path, section: site.Section) -> None:
-    """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings_page`) and the main-effects plot."""
-    rung = readings_design.spec_rung(spec.feeds)
-    rows = readings_design.seed_rows(frame, rung)
-    title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
-    caption = (f"{spec.feeds.get('title', spec.name)}: mean {rung} at each value of each switch (error bars: sample std over "
-               f"the runs and seeds at that value, which differ in the other switches); {scale_line}.")
-    design = rows[rows["method"].isin(readings.READ_METHODS)]
-    one_at_a_time = spec.feeds.get("layout") == "one_at_a_time"
-    png = (readings_page.effects_figure(design, caption, out / "figures" / f"{stem}.png")
-           if readings_design.varied(design) and not one_at_a_time else None)  # no effects before a switch varies
-    if png is not None:
-        section.figures.append((png.relative_to(out).as_posix(), caption))
-    section.markdown = readings_page.readings_markdown(title, rows, str(spec.feeds.get("design", "")),
-                                                       png.relative_to(out).as_posix() if png is not None else None,
-                                                       one_at_a_time)
-
-
-def _render_query_budget(spec: Spec, stem: str, groups, scale_line: str, out: Path, section: site.Section) -> None:
-    """Kind ``query_budget``: accuracy against the teacher queries made, one line per rung, and its table."""
-    body = ladder.query_table(groups)
-    caption = f"{spec.feeds.get('title', spec.name)}: points labelled ε claimed / ε rigorous; {scale_line}."
-    png = ladder.query_figure(groups, caption, out / "figures" / f"{stem}.png")
-    section.figures.append((png.relative_to(out).as_posix(), caption))
-    section.markdown = "\n".join([f"## {spec.feeds.get('title', spec.name)} ({scale_line})", "",
-                                   markdown_table(body), "", f"![{spec.name}]({png.relative_to(out).as_posix()})", ""])
 
 
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
@@ -348,7 +226,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     searched = (readings_searched(Path(specs[0]).parent, overrides, runs)
                 if any(spec.feeds.get("frontier") for spec in loaded) or "ladder" in kinds else {})
     verdicts = headline_verdicts(Path(specs[0]).parent, overrides, runs, reference, searched) if "ladder" in kinds else {}
-    claims = sensitivity.load_claims(sensitivity.claims_path(reference_csv))
+    claims = load_claims(claims_path(reference_csv))
     settings_seen: dict[str, str] = {}
     sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings, searched, verdicts,
                             Path(cfg.results_dir), claims, datasets, settings_seen) for spec in loaded]
@@ -378,7 +256,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
             shutil.copyfile(out / name, target)
         verdict.splice(Path(readme), blocks[0].verdict)
     board = scoreboard.html(scale, {section.name for section in sections})
-    return _write(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections, board))
+    return write_file(out / "index.html", site.index_page("dpsd: reported vs reproduced", intro, sections, board))
 
 
 def headline_verdicts(specs_dir: Path, overrides: Sequence[str], runs, reference, searched: dict) -> dict[str, str]:
@@ -432,4 +310,4 @@ def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site
             *[f"{line}  " for line in intro], ""]
     if not body:
         body = ["No table, ladder or query-budget spec was rendered."]
-    return _write(path, "\n".join([*head, *body]).rstrip() + "\n")
+    return write_file(path, "\n".join([*head, *body]).rstrip() + "\n")
