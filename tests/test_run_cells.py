@@ -69,3 +69,18 @@ def test_a_skipped_cell_is_not_checked_against_a_setting_only_the_others_accept(
     assert load_tool("run_cells").main([*argv, "--skip", "method=teacher "]) == 0
     assert [line.strip() for line in capsys.readouterr().out.splitlines()
             if line.startswith("  mixed_cells: ")] == ["mixed_cells: method=dafl seed=0"]
+
+
+def test_a_dry_run_records_nothing_even_for_cells_whose_data_is_absent(tmp_path, capsys):
+    """A dry run reads: a cell whose dataset is not there is listed, not recorded as a data_absent run in the store."""
+    import mlflow
+
+    spec = tmp_path / "absent_cells.yaml"
+    spec.write_text("name: absent_cells\non_demand: true\nbase: [dataset=mnist, privacy=none]\nseeds: [0]\n"
+                    "cells:\n  - [method=kd_data]\n")
+    results = tmp_path / "results"
+    assert load_tool("run_cells").main([str(spec), "--dry-run", "--no-archive", f"data.root={tmp_path / 'no_data'}",
+                                        f"results_dir={results}"]) == 0
+    if (results / "mlflow.db").exists():
+        mlflow.set_tracking_uri(f"sqlite:///{results / 'mlflow.db'}")
+        assert mlflow.search_runs(search_all_experiments=True).empty

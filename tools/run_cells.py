@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     begun = time.time()
     archived = merged_versions({} if args.no_archive else archived_versions(Path("results/runs.csv")),
                                stored_versions(args.stores))
-    plans = [_plan(spec, scale, overrides, None, False, args.rerun_stale, {}, cell_pattern(args.match), archived,
+    plans = [_plan(spec, scale, overrides, None, args.dry_run, args.rerun_stale, {}, cell_pattern(args.match), archived,
                    int(seeds) if seeds else None, cell_pattern(args.skip, "--skip")) for spec, _, seeds in specs]
     jobs, seen, teachers = [], set(), {}
     for order, plan in enumerate(plans):
