@@ -196,7 +196,11 @@ def line_figure(groups: pd.DataFrame, x_label: str, title: str, caption: str,
 
 def line_plot(groups: pd.DataFrame, x_label: str, title: str, caption: str, path: Path, **options) -> Path:
     """:func:`line_figure` (same options) saved as a PNG at ``path``."""
-    figure = line_figure(groups, x_label, title, caption, **options)
+    return save_png(line_figure(groups, x_label, title, caption, **options), path)
+
+
+def save_png(figure: Figure, path: Path) -> Path:
+    """``figure`` written as a PNG at ``path`` (its folder made), with :data:`PNG_METADATA`; returns ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", metadata=PNG_METADATA)
     return path

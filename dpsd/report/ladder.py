@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
 from dpsd.report.cells import RUN
-from dpsd.report.figures import PNG_METADATA, _label_log_axis
+from dpsd.report.figures import _label_log_axis, save_png
 from dpsd.report.readings import off_default
 from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, is_stale, markdown_table
 
@@ -306,9 +306,7 @@ def ladder_figure(name: str, rows: pd.DataFrame, caption: str, path: Path) -> Pa
     figure.suptitle(f"Ladder: {name}", fontsize=10)
     figure.text(0.01, 0.01, "\n".join(lines), fontsize=6, ha="left", va="bottom")
     figure.tight_layout(rect=(0, (0.15 + 0.1 * len(lines)) / height, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", metadata=PNG_METADATA)
-    return path
+    return save_png(figure, path)
 
 
 # ------------------------------------------------------------------------------- the query axis
@@ -371,9 +369,7 @@ def query_figure(groups: pd.DataFrame, caption: str, path: Path) -> Path:
     figure.suptitle("Accuracy vs teacher queries (points: ε claimed / ε rigorous)", fontsize=10)
     figure.text(0.01, 0.01, caption, fontsize=6, ha="left", va="bottom", wrap=True)
     figure.tight_layout(rect=(0, 0.6 / height, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", metadata=PNG_METADATA)
-    return path
+    return save_png(figure, path)
 
 
 def ladder_markdown(title: str, tables: dict[str, pd.DataFrame], sentences: list[str], figures: list[str],

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dpsd.report import ladder, readings, readings_design, readings_page, sensitivity, site, verdict
+from dpsd.report.figures import save_png
 from dpsd.report.output_files import slug, write_file
 from dpsd.report.tables import markdown_table
 from dpsd.report.trends import no_claims
@@ -60,7 +61,7 @@ def render_sensitivity(spec: Spec, stem: str, groups, refs, claims, scale_line: 
     if not spec.feeds.get("x") and len(groups):
         caption = (f"{spec.feeds.get('title', spec.name)}: ours, mean ± sample std over seeds (bars), the paper's "
                    f"number (hollow diamond); {scale_line}.")
-        sensitivity.save(sensitivity.bars_figure(groups, refs, str(spec.feeds.get("id", spec.name)), caption), png)
+        save_png(sensitivity.bars_figure(groups, refs, str(spec.feeds.get("id", spec.name)), caption), png)
         section.figures.append((png.relative_to(out).as_posix(), caption))
         section.links.append((png.relative_to(out).as_posix(), "PNG"))
     drawn = png.relative_to(out).as_posix()

@@ -10,14 +10,12 @@ the figure.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from dpsd.report.cells import DATA_ABSENT, NOT_RUN, RUN
-from dpsd.report.figures import PNG_METADATA
 from dpsd.report.tables import (DASH, fmt_eps, fmt_mean_std, has_switches, is_stale, markdown_table,
                                 matching_groups, switches)
 from dpsd.report.trends import (FLAT_EPS, FLAT_POINTS, METRICS, NOT_RUN_TEXT, Check, as_number, check_trend,
@@ -196,12 +194,6 @@ def bars_figure(groups: pd.DataFrame, refs: pd.DataFrame, title: str, caption: s
     figure.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
     figure.tight_layout(rect=(0, 0.5 / height, 1, 1))
     return figure
-
-
-def save(figure: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png", metadata=PNG_METADATA)
-    return path
 
 
 LEGEND = ("Ours: student test accuracy (%), mean ± sample std over the seeds that finished (Seeds: done / planned); "
