@@ -149,11 +149,12 @@ def test_without_teacher_reads_the_rigorous_ledger_is_binary_rr_composed():
 
 
 def test_the_defaults_are_the_readings_pick_and_their_soft_answers_are_unprotected():
-    """conf/method/dp_dfd.yaml holds the R5 readings search's pick (sweeps/readings_dp_dfd_r5.yaml): the teacher's
-    soft y_t kept, no Eq. (2) in the fine-tuning. No randomized response covers a soft answer: every release is
-    unprotected, so the rigorous ledger is infinite however the fine-tuning reads."""
+    """conf/method/dp_dfd.yaml holds the full R5 readings search's pick (sweeps/readings_dp_dfd_full.yaml and its
+    confirmation): the teacher's soft y_t kept, Eq. (2) kept on the teacher in the fine-tuning. No randomized
+    response covers a soft answer: every release is unprotected, so the rigorous ledger is infinite however the
+    fine-tuning reads."""
     default = compose(["method=dp_dfd"])
-    assert (default.method.keep_answer, default.method.finetune_eq2) == ("soft", "off")
+    assert (default.method.keep_answer, default.method.finetune_eq2) == ("soft", "teacher")
     ledger = DpDfd.plan_ledger(default, INFO)
     assert ledger.events and all(isinstance(e, UnprotectedRelease) for e in ledger.events)
     assert ledger.summary(1e-5)["eps_rigorous"] == math.inf
@@ -176,7 +177,8 @@ def results_dir(tmp_path_factory):
     ["method.keep_answer=onehot", "method.finetune_eq2=teacher", "method.threshold=0.3"],
     ["method.generator_loss.onehot=0", "method.generator_loss.student_loss=maximize"],  # Table III: no CE
     ["method.generator_loss.entropy=0", "method.generator_loss.bn_statistics=0"],  # Table III: no IE, no Norm
-    ["method.pretrain_iterations=0", "method.keep_answer=onehot", "method.generator_loss.student_loss=off"],
+    ["method.pretrain_iterations=0", "method.keep_answer=onehot", "method.finetune_eq2=off",
+     "method.generator_loss.student_loss=off"],
     ["privacy=none"],
 ])
 def test_tiny_digits_run_fills_the_ledger_it_planned(results_dir, run_as_planned, switches):
@@ -208,7 +210,8 @@ def test_labels_are_queried_once_per_stage_and_reused(results_dir):
     from dpsd.config import resolve_paths
 
     cfg = resolve_paths(compose(["method=dp_dfd", f"results_dir={results_dir}", *TEACHER, *TINY,
-                                 "method.pretrain_iterations=0", "method.keep_answer=onehot"]))
+                                 "method.pretrain_iterations=0", "method.keep_answer=onehot",
+                                 "method.finetune_eq2=off"]))  # the teacher answers the labelling only
     data = load_data(cfg)
     teacher, _ = load_or_train_teacher(cfg, data, torch.device("cpu"))
     counting = CountingTeacher(teacher)

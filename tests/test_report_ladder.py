@@ -252,7 +252,7 @@ def test_report_command_takes_markdown(study, tmp_path, capsys):
     (["method=fed_dpsd", "method.latents=trainable"], "latents=trainable"),
     (["method=fed_dpsd", "privacy=data", "method.top_k_in_data_mode=true"], "top_k_in_data_mode=True"),
 ])
-def test_issue_34s_kept_behaviours_are_labelled_variants_on_the_ladder(overrides, expected):
+def test_kept_behaviours_are_labelled_variants_on_the_ladder(overrides, expected):
     cfg = compose(["dataset=digits", *overrides])
     assert ladder_report.variant(cfg) == expected
     assert ("not the paper's method" in ladder_report.ladder_name(cfg)) == bool(expected)
@@ -262,13 +262,13 @@ def test_a_run_at_a_faithful_reading_other_than_the_default_stands_on_a_ladder_o
     """DP-DFD's ladder runs made before its readings search changed its defaults pin the former reading: they are
     named by it, R3 joins the ladder of its own reading, and the default's ladder keeps the plain name (the one the
     README's verdict links). A repair is a variant, not a reading; the teacher is neither."""
-    former = ["method.keep_answer=onehot", "method.finetune_eq2=teacher"]
+    former = ["method.keep_answer=onehot", "method.finetune_eq2=off"]
     cfgs = {(rung, reading): compose(["dataset=mnist", "method=dp_dfd", *privacy, *pinned])
             for rung, privacy in (("R3", ["privacy=none"]), ("R5", ["privacy=label", "privacy.epsilon=10"]))
             for reading, pinned in (("former", former), ("default", []))}
     assert ladder_report.ladder_name(cfgs["R5", "default"]) == "dp_dfd (label)"
     assert ladder_report.ladder_name(cfgs["R5", "former"]) == \
-        "dp_dfd (label, reading keep_answer=onehot finetune_eq2=teacher: not the default)"
+        "dp_dfd (label, reading keep_answer=onehot finetune_eq2=off: not the default)"
     assert ladder_report.ladder_name(compose(["dataset=mnist", "method=dpsd", "method.student_steps=5"])) == \
         "dpsd (label, student_steps=5: not the paper's method)"
     lenet5 = compose(["dataset=mnist", "method=dp_dfd", "model/teacher=lenet5", "model.teacher.arch=lenet5"])
@@ -277,7 +277,7 @@ def test_a_run_at_a_faithful_reading_other_than_the_default_stands_on_a_ladder_o
     groups = pd.DataFrame([{"config": cfg, "status": ladder_report.RUN, "accuracy": accuracy[key], "order": i}
                            for i, (key, cfg) in enumerate(cfgs.items())])
     found = {name: list(rows["accuracy"]) for name, rows in ladder_report.ladders(groups).items()}
-    assert found == {"dp_dfd (label, reading keep_answer=onehot finetune_eq2=teacher: not the default)": [94.0, 76.0],
+    assert found == {"dp_dfd (label, reading keep_answer=onehot finetune_eq2=off: not the default)": [94.0, 76.0],
                      "dp_dfd (label)": [90.0, 89.0]}
 
 
