@@ -1,12 +1,12 @@
-"""The report's fairness check compares only cells a spec declares comparable: one method with itself (across ε,
-readings, ...) and the groups of methods under ``feeds.comparable``; different methods' own budgets are not
+"""The fairness check (the sweep's warning and the report's mark) compares only cells a spec declares comparable:
+one method with itself (across ε, readings, ...) and the groups of methods under ``feeds.comparable``; different methods' own budgets are not
 compared."""
 
 import pytest
 
 from dpsd.config import compose
 from dpsd.errors import ConfigError
-from dpsd.report.fairness import declared_groups, unequal_budgets
+from dpsd.sweep.fairness import declared_groups, unequal_budgets
 
 DIGITS = ["dataset=digits", "scale=smoke"]
 

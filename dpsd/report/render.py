@@ -28,7 +28,7 @@ from dpsd.config import compose, config_hash, resolve_paths
 from dpsd.errors import ConfigError
 from dpsd.report import figures, formats, readings_design, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
-from dpsd.report.fairness import declared_groups, unequal_budgets
+from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.report.output_files import artifact_stem, slug, write_file
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard

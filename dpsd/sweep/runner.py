@@ -41,7 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from dpsd.config import compose, resolve_device, resolve_paths, validate
 from dpsd.errors import ConfigError, Fault
-from dpsd.sweep.fairness import budget_differences
+from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys, with_seeds
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_versions, cell_tags, claim_cell, client_for,
                               failed_cells, finished_by, heartbeat, is_done, live_claims, merged_versions, parent_run,
@@ -556,8 +556,9 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
     versions = merged_versions(versions_of(done), archived or {})
     current = {method: memo.code_version(method) for method in sorted({c.method for c in cells})}
     failed_before = memo.failed_cells(client, experiment_id)
-    unequal = budget_differences(varied_keys(spec), [(group_label(c.label), cfg) for c, cfg in zip(cells, configs)])
-    for label, note in unequal.items():  # before anything runs: the table will mark these rows
+    unequal = unequal_budgets(varied_keys(spec), [(group_label(c.label), cfg) for c, cfg in zip(cells, configs)],
+                              declared_groups(spec.feeds, spec.name))
+    for label, note in unequal.items():  # before anything runs: the report marks the same rows
         print(f"dpsd sweep {spec.name}: warning: unequal budget in cell {label or 'base'}: {note}", file=sys.stderr)
     summary: dict[str, Any] = {"spec": spec.name, "scale": scale, "tracking_uri": client.tracking_uri,
                                "parent_run_id": None, "restored": False, "errors": [], "code_versions": current,
