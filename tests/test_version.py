@@ -213,6 +213,27 @@ def test_the_retag_tool_retags_archive_rows_a_store_does_not_hold(tmp_path, monk
     assert read_archive(archive)["code_version"].tolist() == [method_code_version("dgd"), other]
 
 
+def test_the_retag_tool_saves_a_measurement_and_applies_it_later(tmp_path, monkeypatch):
+    """--save-vouched writes what --result-neutral-since measured and stops, retagging nothing; --vouched applies
+    it later, to runs recorded after the measurement too, without measuring again."""
+    tool = load_tool("retag_code_version")
+    results = tmp_path / "results"
+    results.mkdir()
+    old = "0.0.1+dgd.0123456789ab"
+    archive = tmp_path / "runs.csv"
+    row = {column: "" for column in RUN_COLUMNS} | {
+        "config_hash": "a", "run_id": "a", "status": "FINISHED", "cell_status": "done", "code_version": old,
+        "start_time": pd.Timestamp("2026-11-24T00:00:00+00:00"), "accuracy": 0.5}
+    write_archive(pd.DataFrame([row]), archive)
+    saved = tmp_path / "vouched.json"
+    monkeypatch.setattr(tool, "result_neutral", lambda commit, methods: {(old, "dgd"): f"result-neutral since {commit}"})
+    tool.main(["--result-neutral-since", "abc1234", "--save-vouched", str(saved), "--archive", str(archive)])
+    assert read_archive(archive)["code_version"].tolist() == [old]
+    monkeypatch.setattr(tool, "result_neutral", lambda commit, methods: pytest.fail("measured again"))
+    tool.main(["--results-dir", str(results), "--archive", str(archive), "--vouched", str(saved)])
+    assert read_archive(archive)["code_version"].tolist() == [method_code_version("dgd")]
+
+
 def test_result_neutral_vouches_only_for_methods_whose_smoke_runs_compute_the_same_numbers(monkeypatch, capsys):
     """--result-neutral-since: a method whose code changed is vouched for where its smoke runs at the commit and
     here agree in every metric but the wall times; one whose numbers differ, or whose run fails, is not."""

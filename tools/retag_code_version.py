@@ -2,8 +2,8 @@
 under an older hashing rule, before another method's code changed, or before a change shown result-neutral.
 
     python tools/retag_code_version.py [--results-dir DIR] [--archive results/runs.csv] [--dry-run]
-                                       [--result-neutral-since COMMIT] [--methods M ...]
-                                       [--save-versions JSON | --versions-before JSON]
+                                       [--result-neutral-since COMMIT [--save-vouched JSON]] [--vouched JSON]
+                                       [--methods M ...] [--save-versions JSON | --versions-before JSON]
 
 Without a store under ``--results-dir`` (a fresh clone), ``--archive`` and ``--result-neutral-since`` retag the
 archive's rows alone.
@@ -24,7 +24,10 @@ embedded dataset, CPU) once with COMMIT's code and once with this checkout's, ea
 where every metric but the wall times is bit-identical, the runs recorded by COMMIT's version of that method get
 today's (vouched by ``result-neutral since COMMIT``). A method whose numbers differ, or whose run fails, is
 listed and keeps its runs stale. It is evidence for the default path of each method, not a proof for every
-config: use it for changes whose new code is off by default, and say so in the commit.
+config: use it for changes whose new code is off by default, and say so in the commit. With ``--save-vouched JSON``
+it writes what it vouched for and stops; ``--vouched JSON`` applies such a file later (runs recorded after the
+measurement by COMMIT's code, e.g. a sweep still running from a checkout of it, are retagged without measuring
+again).
 
 ``--save-versions JSON`` then ``--versions-before JSON`` carry runs across a change of the hashing rule alone
 (``dpsd/version.py``, or a part of ``pyproject.toml`` the rule stops hashing): the first writes every method's
@@ -126,6 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print what would change, change nothing")
     parser.add_argument("--result-neutral-since", metavar="COMMIT",
                         help="vouch for the methods whose smoke runs at COMMIT and here compute the same metrics")
+    parser.add_argument("--save-vouched", type=Path, metavar="JSON",
+                        help="with --result-neutral-since: write what it vouched for here and stop")
+    parser.add_argument("--vouched", type=Path, metavar="JSON", help="vouch for what --save-vouched wrote")
     parser.add_argument("--methods", nargs="+", help="with --result-neutral-since: only these (default: all)")
     parser.add_argument("--save-versions", type=Path, metavar="JSON",
                         help="write each method's code version here and stop (before a change to the hashing rule)")
@@ -139,7 +145,16 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(args.methods or ()) - set(METHODS.names()))
     if unknown:
         parser.error(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(METHODS.names())}")
+    if args.save_vouched:
+        if not args.result_neutral_since:
+            parser.error("--save-vouched writes what --result-neutral-since COMMIT measured: give COMMIT")
+        measured = result_neutral(args.result_neutral_since, args.methods or METHODS.names())
+        args.save_vouched.write_text(json.dumps([[v, m, by] for (v, m), by in sorted(measured.items())], indent=1))
+        print(f"wrote {len(measured)} vouched versions to {args.save_vouched}")
+        return
     rule_changed = rule_change(args.versions_before) if args.versions_before else {}
+    if args.vouched:
+        rule_changed.update({(v, m): by for v, m, by in json.loads(args.vouched.read_text())})
     if not store.exists():
         if args.archive is None or not (args.result_neutral_since or rule_changed):
             parser.error(f"no MLflow store at {store} (expected the results folder of dpsd sweep / dpsd run); "
