@@ -3,8 +3,9 @@
 A run with ``checkpoint.every_steps=N`` (N > 0) writes, after every N-th step, one file
 ``<checkpoint.dir>/<method>-<config hash>.pt`` holding what the next step depends on: the state of
 each object the trainer names in ``checkpointed`` (its networks and optimizers), its query count,
-the run's random generators (the method's own, torch's global CPU and CUDA ones), the releases the
-ledger has recorded, and the wall seconds trained so far. A later run of the same config and code
+the run's random generators (the method's own, torch's global CPU and CUDA ones), the ledger's totals (its
+releases merged by kind, as :meth:`dpsd.methods.base.Method.fit` hands them: a file that does not grow with the
+steps), and the wall seconds trained so far. A later run of the same config and code
 finds the file and goes on from that step (its ``time_train_s`` counts the seconds before the kill
 too), so a run killed at 90% (a lease's window, a lost machine) loses at most N steps; on a
 deterministic device (the CPU) the resumed run ends with the weights of one that was never stopped
@@ -45,7 +46,7 @@ class Checkpointer:
     def save(self, steps_done: int, trainer: Resumable, ledger_events: list, rng: torch.Generator,
              train_seconds: float) -> None:
         """Write the state after ``steps_done`` steps and ``train_seconds`` of training, atomically (a kill while
-        writing keeps the last file)."""
+        writing keeps the last file). ``ledger_events``: the ledger's totals, as the runner hands them."""
         state = {
             "code": self.code, "steps_done": steps_done, "queries": trainer.queries, "train_seconds": train_seconds,
             "trainer": {name: getattr(trainer, name).state_dict() for name in trainer.checkpointed},

@@ -170,6 +170,29 @@ def test_gaussian_privacy_depends_only_on_noise_multiplier_and_merges_counts():
         assert merged[key] == pytest.approx(alone[key], rel=1e-9)
 
 
+def test_a_ledgers_totals_merge_releases_equal_but_for_count_and_keep_every_figure():
+    """What a checkpoint keeps (dpsd.privacy.events.totals): one release per kind, in first-seen order, counts
+    summed; releases that differ in anything but their count stay apart; each ε and the query count is unchanged."""
+    from dpsd.privacy.events import totals
+
+    rr = RandomizedResponseRelease(epsilon=1.0, num_buckets=10)
+    gauss = GaussianRelease(1.0, 2.0, count=3)
+    events = [rr, gauss, rr, RandomizedResponseRelease(epsilon=1.0, num_buckets=10, count=5), gauss,
+              RandomizedResponseRelease(epsilon=2.0, num_buckets=10), GaussianRelease(1.0, 2.0, note="other")]
+    merged = totals(events)
+    assert merged == [RandomizedResponseRelease(epsilon=1.0, num_buckets=10, count=7),
+                      GaussianRelease(1.0, 2.0, count=6), RandomizedResponseRelease(epsilon=2.0, num_buckets=10),
+                      GaussianRelease(1.0, 2.0, note="other")]
+    assert rigorous_epsilon(merged, DELTA) == rigorous_epsilon(events, DELTA)
+    ledger, kept = Ledger(), Ledger()
+    for event in events:
+        ledger.record(event)
+    for event in merged:
+        kept.record(event)
+    assert kept.queries == ledger.queries == 15
+    assert totals([UnprotectedRelease(count=2), UnprotectedRelease(count=0)]) == [UnprotectedRelease(count=2)]
+
+
 def test_two_gaussian_kinds_compose_like_their_gdp_sum():
     """Composing z = 2 (x 50) and z = 5 (x 200) is one Gaussian of mu = sqrt(50/4 + 200/25)."""
     events = [GaussianRelease(1.0, 2.0, count=50), GaussianRelease(1.0, 5.0, count=200)]

@@ -46,6 +46,8 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_unbroken_one(tm
     saved = checkpointer(cfg).path
     state = torch.load(saved, weights_only=False)
     assert state["steps_done"] == 4 and state["train_seconds"] > 0
+    # the ledger's totals, not a release a step: DAFL's four steps of unprotected answers are one release
+    assert [event.count for event in state["ledger_events"]] == [4 * cfg.method.batch_size]
     resumed = run_experiment(cfg, show_progress=False)["metrics"]
     assert resumed["resumed_after_step"] == 4 and unbroken["resumed_after_step"] == 0
     # the wall time counts the four steps trained before the kill, too

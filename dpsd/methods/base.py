@@ -21,6 +21,7 @@ from torch import nn
 from dpsd.checkpoint import Checkpointer
 from dpsd.data import DataInfo, DataSplits
 from dpsd.privacy.accounting import Ledger
+from dpsd.privacy.events import totals
 from dpsd.progress import ProgressLog
 from dpsd.registry import Registry
 
@@ -170,7 +171,8 @@ class Method:
 
     def fit(self, ctx: RunContext) -> RunResult:
         """``total_steps(cfg)`` steps of the method's trainer, then :meth:`result`; with ``ctx.checkpoint``,
-        from the step a checkpoint of this run had reached, saving one every ``checkpoint.every_steps``."""
+        from the step a checkpoint of this run had reached, saving one every ``checkpoint.every_steps`` (with the
+        ledger's totals, :func:`~dpsd.privacy.events.totals`, not one release a step)."""
         trainer, total, checkpoint = self.make_trainer(ctx), self.total_steps(ctx.cfg), ctx.checkpoint
         try:
             clock = time.perf_counter()
@@ -180,7 +182,7 @@ class Method:
                 metrics = trainer.step()
                 ctx.progress(step, metrics)
                 if checkpoint and checkpoint.due(step + 1, total):
-                    checkpoint.save(step + 1, trainer, ctx.ledger.events, ctx.rng,
+                    checkpoint.save(step + 1, trainer, totals(ctx.ledger.events), ctx.rng,
                                     before + time.perf_counter() - clock)
             result = self.result(ctx, trainer, metrics)
             if checkpoint:  # the driver adds the seconds trained before the resume to time_train_s

@@ -12,7 +12,8 @@ Events are frozen dataclasses; ``dataclasses.asdict(event)`` is JSON-ready and c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Iterable
 
 from dpsd.errors import ConfigError
 
@@ -257,3 +258,16 @@ def relation_of(events: list[PrivacyEvent]) -> str:
         if relation in named:
             return relation
     return "replace_record"
+
+
+def totals(events: Iterable[PrivacyEvent]) -> list[PrivacyEvent]:
+    """``events`` with each group of releases equal but for ``count`` merged into one release whose count is the
+    group's sum, in the order the groups first appear: a ledger's totals, the size of its kinds of release rather
+    than of its steps (what a checkpoint keeps, :mod:`dpsd.checkpoint`). The accountants merge the same groups and
+    more (:mod:`dpsd.privacy.accounting`), and every count sums, so each figure of a ledger is the same over
+    ``events`` and over its totals."""
+    merged: dict[PrivacyEvent, int] = {}
+    for event in events:
+        group = replace(event, count=0)
+        merged[group] = merged.get(group, 0) + event.count
+    return [replace(group, count=count) for group, count in merged.items()]
