@@ -61,7 +61,6 @@ import itertools
 import os
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +88,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     lines += [f"{key:<24}{fmt_eps(value, 'inf')}  (the protected releases only; not what an attacker faces)"
               for key, value in privacy.items() if key not in ("eps_claimed",) and key.startswith("eps_")
               and not key.startswith("eps_rigorous")]
-    # one line per kind of unprotected release, with its count (DP-DFD records one per student step)
-    lines += [f"uncovered: {what}" + (f" (x{times})" if times > 1 else "")
-              for what, times in Counter(privacy["uncovered"]).items()]
+    # one line per kind of unprotected release, with its count (dpsd.privacy.accounting.Ledger.uncovered)
+    lines += [f"uncovered: {what}" for what in privacy["uncovered"]]
     lines += [f"note: {note}" for note in privacy["notes"]]
     if summary.get("run_id"):
         lines += [

@@ -175,14 +175,27 @@ def test_the_summary_says_when_no_privacy_is_claimed(capsys):
 
 
 def test_the_summary_prints_each_kind_of_unprotected_release_once_with_its_count(capsys):
+    """A ledger's uncovered releases, one line per kind with its count, however they were recorded (one a step,
+    or a checkpoint's totals and the steps after it)."""
     from dpsd.cli import print_summary
+    from dpsd.privacy import Ledger, UnprotectedRelease
 
+    per_step, resumed = Ledger(), Ledger()
+    per_step.record(UnprotectedRelease(note="pre-training on the teacher"))
+    resumed.record(UnprotectedRelease(note="pre-training on the teacher"))
+    resumed.record(UnprotectedRelease(count=25, note="fine-tuning step on the teacher"))
+    for step in range(40):
+        per_step.record(UnprotectedRelease(note="fine-tuning step on the teacher"))
+        if step >= 25:
+            resumed.record(UnprotectedRelease(note="fine-tuning step on the teacher"))
+    assert per_step.uncovered() == resumed.uncovered()
     privacy = {"eps_claimed": 10.0, "claimed_notion": "eps-label-DP", "claimed_source": "DP-DFD", "eps_rigorous": math.inf,
                "accountant": "pld", "delta": 1e-5, "queries": 400, "notes": [], "neighbouring": "replace_record",
-               "uncovered": ["pre-training on the teacher"] + ["fine-tuning step on the teacher"] * 40}
+               "uncovered": per_step.uncovered()}
     print_summary({"metrics": {"teacher_test_accuracy": 0.99, "student_test_accuracy": 0.8}, "privacy": privacy})
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("uncovered:")]
-    assert lines == ["uncovered: pre-training on the teacher", "uncovered: fine-tuning step on the teacher (x40)"]
+    assert lines == ["uncovered: pre-training on the teacher",
+                     "uncovered: fine-tuning step on the teacher (40 releases)"]
 
 
 def test_the_quickstart_table_says_non_private_where_runs_recorded_none_tags():

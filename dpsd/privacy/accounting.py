@@ -38,6 +38,7 @@ from dpsd.privacy.events import (
     UnprotectedRelease,
     check_neighbouring,
     relation_of,
+    totals,
 )
 
 RDP_ORDERS: tuple[float, ...] = tuple(
@@ -398,9 +399,12 @@ class Ledger:
         return sum(event.count for event in self.events if not isinstance(event, PrivateImagesRelease))
 
     def uncovered(self) -> list[str]:
-        """What was released without any mechanism (the notes of the unprotected releases)."""
-        return [event.note or "a release through no privacy mechanism" for event in self.events
-                if isinstance(event, UnprotectedRelease) and event.count]
+        """What was released without any mechanism: one line per kind of unprotected release (its note), with its
+        number of releases where that is more than one. Read from the ledger's totals
+        (:func:`~dpsd.privacy.events.totals`), so a run resumed from a checkpoint says what an unbroken one says."""
+        return [(event.note or "a release through no privacy mechanism") + (f" ({event.count:,} releases)"
+                                                                              if event.count > 1 else "")
+                for event in totals(self.events) if isinstance(event, UnprotectedRelease) and event.count]
 
     def summary(self, delta: float) -> dict:
         """Both ledgers for this run at ``delta`` (the rigorous one's delta; the claim keeps its own,
