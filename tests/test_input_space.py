@@ -10,7 +10,7 @@ from dpsd.config import compose
 from dpsd.data import data_info, load_data
 from dpsd.errors import ConfigError
 from dpsd.input_space import PUBLISHED_STATISTICS, InputSpace, input_space
-from dpsd.models import build_generator
+from dpsd.models import build_classifier, build_generator
 from dpsd.config import config_hash
 from dpsd.teachers import teacher_key
 
@@ -56,6 +56,28 @@ def test_a_tanh_generator_emits_pixels_in_the_input_space(width):
     images, pixels = generator(z), plain(z)  # plain: tanh in [-1, 1]
     torch.testing.assert_close(images, ((pixels + 1) / 2 - 0.1307) / 0.3081)
     assert images.min() >= -0.1307 / 0.3081 - 1e-5 and images.max() <= (1 - 0.1307) / 0.3081 + 1e-5
+
+
+@pytest.mark.parametrize("normalization", ["minus_one_one", "mean_std"])
+def test_a_run_s_tanh_generator_emits_pixels_in_its_teacher_s_input_space(normalization):
+    """What a method builds from a run's context: its generator maps the tanh pixels into the space the private and
+    test splits were loaded in (a run's context once dropped the space, so a mean/std teacher read the tanh's [-1, 1]
+    as they were)."""
+    from dpsd.methods.base import RunContext
+    from dpsd.methods.dpsd import DPSDTrainer
+    from dpsd.privacy.accounting import Ledger
+
+    cfg = compose(["method=dpsd", "privacy=none", f"model.teacher.input.normalization={normalization}"])
+    data = load_data(cfg)
+    teacher = build_classifier("small_cnn", 1, data.image_size, 10).eval()
+    ctx = RunContext(cfg=cfg, data=data, teachers=[teacher], device=torch.device("cpu"),
+                     rng=torch.Generator().manual_seed(0), ledger=Ledger())
+    assert ctx.info.space == data.space
+    generator = DPSDTrainer(ctx).generator
+    assert generator.to_space == (normalization == "mean_std")  # minus_one_one: the tanh's pixels are the space's
+    images = generator(torch.randn(64, 100)).detach()
+    low, high = [(edge - m) / s for edge in (0.0, 1.0) for m, s in zip(data.space.mean, data.space.std)]
+    assert images.min() >= low - 1e-5 and images.max() <= high + 1e-5
 
 
 def test_dafl_s_generator_standardises_each_batch_and_has_its_eps():

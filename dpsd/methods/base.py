@@ -65,7 +65,9 @@ class RunContext:
 
     @property
     def info(self) -> DataInfo:
-        return DataInfo(self.data.num_classes, self.data.channels, self.data.image_size)
+        """What the method may know of the data: its classes, channels, side and the input space its images are in
+        (a generator's tanh output is mapped into it, :class:`dpsd.models.generators.Generator`)."""
+        return DataInfo(self.data.num_classes, self.data.channels, self.data.image_size, self.data.space)
 
 
 @dataclass
