@@ -213,6 +213,40 @@ def test_the_retag_tool_retags_archive_rows_a_store_does_not_hold(tmp_path, monk
     assert read_archive(archive)["code_version"].tolist() == [method_code_version("dgd"), other]
 
 
+def test_the_retag_tool_leaves_the_runs_on_a_changes_path_stale(tmp_path, monkeypatch):
+    """--stale-where: a run whose logged config matches every pair of one group keeps its version (the change
+    computes other numbers there), the others of its version get today's; archive rows the store does not hold are
+    left as they are (their configs cannot be read)."""
+    tool = load_tool("retag_code_version")
+    results = tmp_path / "results"
+    results.mkdir()
+    client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
+    experiment = client.create_experiment("dpsd", artifact_location=(results / "art").as_uri())
+    old = "0.0.1+dpsd.0123456789ab"
+    runs = {}
+    for name, normalization, output in (("mapped", "mean_std", "tanh"), ("plain", "minus_one_one", "tanh"),
+                                        ("batchnorm", "mean_std", "tanh_batchnorm")):
+        run = client.create_run(experiment, tags={"code_version": old, "method": "dpsd"}).info.run_id
+        client.log_param(run, "model.teacher.input.normalization", normalization)
+        client.log_param(run, "model.generator.output", output)
+        runs[name] = run
+    archive = tmp_path / "runs.csv"
+    rows = [{column: "" for column in RUN_COLUMNS} | {
+        "config_hash": name, "run_id": run_id, "status": "FINISHED", "cell_status": "done", "code_version": old,
+        "start_time": pd.Timestamp("2026-11-24T00:00:00+00:00"), "accuracy": 0.5}
+        for name, run_id in [*runs.items(), ("elsewhere", "not-in-the-store")]]
+    write_archive(pd.DataFrame(rows), archive)
+    saved = tmp_path / "vouched.json"
+    saved.write_text(json.dumps([[old, "dpsd", "result-neutral since abc1234"]]))
+    tool.main(["--results-dir", str(results), "--archive", str(archive), "--vouched", str(saved),
+               "--stale-where", "model.teacher.input.normalization=mean_std,model.generator.output=tanh"])
+    today = method_code_version("dpsd")
+    tags = {name: client.get_run(run).data.tags.get(METHOD_CODE_VERSION) for name, run in runs.items()}
+    assert tags == {"mapped": None, "plain": today, "batchnorm": today}
+    versions = dict(zip(read_archive(archive)["config_hash"], read_archive(archive)["code_version"]))
+    assert versions == {"mapped": old, "plain": today, "batchnorm": today, "elsewhere": old}
+
+
 def test_the_retag_tool_saves_a_measurement_and_applies_it_later(tmp_path, monkeypatch):
     """--save-vouched writes what --result-neutral-since measured and stops, retagging nothing; --vouched applies
     it later, to runs recorded after the measurement too, without measuring again."""

@@ -4,6 +4,7 @@ under an older hashing rule, before another method's code changed, or before a c
     python tools/retag_code_version.py [--results-dir DIR] [--archive results/runs.csv] [--dry-run]
                                        [--result-neutral-since COMMIT [--save-vouched JSON]] [--vouched JSON]
                                        [--methods M ...] [--save-versions JSON | --versions-before JSON]
+                                       [--stale-where KEY=VALUE[,KEY=VALUE ...] ...]
 
 Without a store under ``--results-dir`` (a fresh clone), ``--archive`` and ``--result-neutral-since`` retag the
 archive's rows alone.
@@ -32,6 +33,11 @@ again).
 ``--save-versions JSON`` then ``--versions-before JSON`` carry runs across a change of the hashing rule alone
 (``dpsd/version.py``, or a part of ``pyproject.toml`` the rule stops hashing): the first writes every method's
 version before the change, the second vouches each of those for today's version of its method.
+
+``--stale-where KEY=VALUE[,KEY=VALUE...]`` (repeatable) names a change's path where its numbers do change: a run
+whose logged config matches every pair of one of them keeps its version (stale, listed by a sweep's ``--dry-run``,
+re-run with ``--rerun-stale``), and the archive's rows that the store does not hold are not retagged by version
+(their configs cannot be read).
 """
 
 from __future__ import annotations
@@ -55,10 +61,12 @@ WALL_TIMES = ("time_train_s", "time_total_s")
 """Metrics that measure the machine, not the computation: left out of the comparison."""
 
 
-def smoke_metrics(tree: Path, method: str, workdir: Path) -> dict[str, float] | str:
+def smoke_metrics(tree: Path, method: str, workdir: Path, name: str = "run") -> dict[str, float] | str:
     """The metrics of ``method``'s default smoke run with the code in ``tree`` (wall times left out), or the
-    last line of its error where it failed."""
-    out = workdir / f"{method}.json"
+    last line of its error where it failed; ``workdir`` is its results_dir (its teacher cache, shared by the runs
+    given the same one: a teacher's key holds its code's version), ``name`` tells its JSON apart."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / f"{method}-{name}.json"
     done = subprocess.run([sys.executable, "-m", "dpsd.cli", "run", f"method={method}", "tracking=none",
                            f"results_dir={workdir}", "--json", str(out)],
                           cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
@@ -80,9 +88,10 @@ def result_neutral(commit: str, methods: list[str]) -> dict[tuple[str, str], str
         base = Path(scratch) / "base"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(base), commit], check=True)
         try:
+            shared = Path(scratch) / "results"  # one teacher cache: a teacher both codes key alike is trained once
             for method, old in sorted(changed.items()):
-                before = smoke_metrics(base, method, Path(scratch) / "before")
-                after = smoke_metrics(ROOT, method, Path(scratch) / "after")
+                before = smoke_metrics(base, method, shared, "before")
+                after = smoke_metrics(ROOT, method, shared, "after")
                 same = isinstance(before, dict) and before == after
                 if same:
                     vouched[(old, method)] = f"result-neutral since {commit}: smoke run bit-identical"
@@ -132,6 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--save-vouched", type=Path, metavar="JSON",
                         help="with --result-neutral-since: write what it vouched for here and stop")
     parser.add_argument("--vouched", type=Path, metavar="JSON", help="vouch for what --save-vouched wrote")
+    parser.add_argument("--stale-where", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE...]",
+                        help="runs whose logged config has every pair keep their version (repeatable)")
     parser.add_argument("--methods", nargs="+", help="with --result-neutral-since: only these (default: all)")
     parser.add_argument("--save-versions", type=Path, metavar="JSON",
                         help="write each method's code version here and stop (before a change to the hashing rule)")
@@ -153,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {len(measured)} vouched versions to {args.save_vouched}")
         return
     rule_changed = rule_change(args.versions_before) if args.versions_before else {}
+    stale_where = [dict(pair.split("=", 1) for pair in group.split(",")) for group in args.stale_where]
     if args.vouched:
         rule_changed.update({(v, m): by for v, m, by in json.loads(args.vouched.read_text())})
     if not store.exists():
@@ -160,6 +172,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"no MLflow store at {store} (expected the results folder of dpsd sweep / dpsd run); "
                          "without one, give --archive and --result-neutral-since or --versions-before to retag "
                          "the archive's rows")
+        if stale_where:
+            parser.error("--stale-where reads each run's logged config: it needs the MLflow store (--results-dir)")
         vouched = dict(rule_changed)
         if args.result_neutral_since:
             vouched.update(result_neutral(args.result_neutral_since, args.methods or METHODS.names()))
@@ -174,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {method} {version}: today's {method_code_version(method)} (vouched by {by})")
     if args.dry_run or not vouched:
         return
-    changed = retag_equivalent_runs(client, experiments, vouched)
+    changed = retag_equivalent_runs(client, experiments, vouched, stale_where)
     print(f"retagged {len(changed)} runs in {store}")
     if args.archive is not None:
         rows = read_archive(args.archive)
@@ -183,8 +197,10 @@ def main(argv: list[str] | None = None) -> None:
                                          for run_id in rows.loc[hit, "run_id"]]
         write_archive(rows, args.archive)
         print(f"retagged {int(hit.sum())} rows of {args.archive}")
-        # rows whose runs the store does not hold (a store made afresh, e.g. by `dpsd pages`): by their version
-        retag_archive(args.archive, vouched, dry_run=False)
+        # rows whose runs the store does not hold (a store made afresh, e.g. by `dpsd pages`): by their version,
+        # unless a change's path must be told apart (their configs are not in the store)
+        if not stale_where:
+            retag_archive(args.archive, vouched, dry_run=False)
 
 
 if __name__ == "__main__":

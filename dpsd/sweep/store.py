@@ -22,7 +22,7 @@ import random
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -163,16 +163,19 @@ def _recorded_version(tags: dict) -> str:
     return tags.get(METHOD_CODE_VERSION) or tags.get("code_version", "")
 
 
-def retag_equivalent_runs(client, experiment_ids: list[str], vouched: dict[tuple[str, str], str]) -> dict[str, str]:
+def retag_equivalent_runs(client, experiment_ids: list[str], vouched: dict[tuple[str, str], str],
+                          stale_where: Sequence[dict[str, str]] = ()) -> dict[str, str]:
     """Give every run of a ``(recorded version, method)`` in ``vouched`` (:func:`equivalent_versions`)
     today's method code version, keeping the recorded one (``code_version_recorded``) and the commit
     that vouches for it (``code_version_vouched_by``); returns ``run id -> recorded version`` of the runs
-    changed."""
+    changed. A run whose logged config matches every ``key: value`` of one of ``stale_where`` (a change's path:
+    the runs whose numbers it changes) keeps its version, and so stays stale."""
     changed: dict[str, str] = {}
     for experiment_id in experiment_ids:
         for run in _search(client, experiment_id, "tags.method != ''"):
             key = (_recorded_version(run.data.tags), run.data.tags["method"])
-            if key in vouched:
+            on_path = any(all(run.data.params.get(k) == v for k, v in where.items()) for where in stale_where)
+            if key in vouched and not on_path:
                 client.set_tag(run.info.run_id, "code_version_recorded", key[0])
                 client.set_tag(run.info.run_id, "code_version_vouched_by", vouched[key])
                 client.set_tag(run.info.run_id, METHOD_CODE_VERSION, method_code_version(key[1]))
