@@ -47,6 +47,10 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     events = tmp_path / "dpsd" / "privacy" / "events.py"
     events.write_text(events.read_text() + "\nfrom dpsd.experiment import run_experiment  # noqa: E402\n")
+    # an import deferred into a function body is an import all the same: it does not hide from the contract
+    input_space = tmp_path / "dpsd" / "input_space.py"
+    input_space.write_text(input_space.read_text() + "\n\ndef deferred():\n    from dpsd.methods import METHODS\n")
     result = lint(tmp_path)
     assert result.returncode == 1
     assert "dpsd.privacy.events -> dpsd.experiment" in result.stdout
+    assert "dpsd.input_space -> dpsd.methods" in result.stdout
