@@ -13,6 +13,7 @@ from dpsd.report.readings_design import (chosen_defaults, coverage, faithful_spa
                                          searched, seed_rows, switches_of, varied)
 from dpsd.report.readings_page import coverage_sentence
 from dpsd.sweep.spec import REPO_SWEEPS, expand_configs, load_spec
+from dpsd.version import method_code_version
 
 DEFAULTS = {"latents": "trainable", "student steps": "1", "L_s in the generator's loss": "minimize",
             "learning rates": "student 0.001", "update order": "student_first", "generator output": "tanh",
@@ -128,6 +129,13 @@ def test_a_design_run_at_another_rung_names_it_in_its_tables_and_in_the_verdict_
     twin = pd.DataFrame([{"status": "run", "method": "dp_dfd", "group": "1", "seed": 0, "accuracy": 90.0,
                           "config": onehot}])
     assert searched(seed_rows(pd.concat([frame, twin]), "R5, ε claimed 10"))["dp_dfd"]["best"] == "70.50 ± 0.71% (n = 2)"
+    # a run recorded by other code of its method is marked and is not the best current one, however high
+    stale = twin.assign(group="2", seed=[0, 1][:1], accuracy=99.0, code_version="0.0.1+dp_dfd.000000000000")
+    stale = pd.concat([stale, stale.assign(seed=1)])
+    rows = seed_rows(pd.concat([frame.assign(code_version=method_code_version("dp_dfd")), stale]), "R5, ε claimed 10")
+    found = searched(rows)["dp_dfd"]
+    assert found["best"] == "70.50 ± 0.71% (n = 2)" and found["stale"] == 1
+    assert run_table(rows)["R5, ε claimed 10 (%)"].tolist()[0] == "99.00 ± 0.00 (stale)"
 
 
 def test_dgds_switches_read_its_generator_loss_and_output_and_name_a_run_off_its_defaults():

@@ -124,7 +124,10 @@ def test_one_verdict_sentence_per_method_says_what_was_searched_and_never_judges
     assert sentences[0].startswith("- **dpsd (label)**: does not reproduce under any of 3 of 48 faithful readings run "
                                    "at teacher lenet5, mean/std (2 teachers in all, 1 seed each); closest 16.31 ± 1.00% "
                                    "(n = 3)")
-    assert sentences[0].endswith("; without privacy (R3) its best faithful reading reaches 20.64% (n = 1).")
+    assert sentences[0].endswith("; without privacy (R3) its best current faithful reading reaches 20.64% (n = 1).")
+    searched["dpsd"]["stale"] = 2  # runs recorded by other code of the method are named, not counted as current
+    assert method_verdicts(refs, groups, searched)["dpsd (label)"].endswith(
+        "reaches 20.64% (n = 1) (2 runs of the search stale: recorded by other code of the method, to re-run)")
     assert "reproduces (reproduces)" not in sentences[1] and "**dpdfd (data)**: reproduces" in sentences[1]
     assert "one seed so far, no verdict" in sentences[2]
     # no readings search for a method: the sentence claims no count of readings or teachers it was not given

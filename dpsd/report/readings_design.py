@@ -23,7 +23,7 @@ import pandas as pd
 from dpsd.report.cells import RUN
 from dpsd.report.readings import (DPSD_SWITCHES, FAITHFUL, READ_METHODS, READERS, SUBSTITUTE, SWITCH_SETS, TEACHER,
                                   Switch, switch_values)
-from dpsd.report.tables import DASH, fmt_mean_std
+from dpsd.report.tables import DASH, fmt_mean_std, is_stale
 
 TIE = 2.0  # points: run means closer than this are a tie, which goes to the more literal run
 DEFAULT_RUNG = "R3"  # where a readings design runs unless its spec's feeds.rung says otherwise
@@ -38,12 +38,14 @@ def switches_of(rows: pd.DataFrame) -> tuple[Switch, ...]:
 
 def seed_rows(frame: pd.DataFrame, rung: str = DEFAULT_RUNG) -> pd.DataFrame:
     """One row per finished seed of a readings spec run at ``rung`` (its ``feeds.rung``): method, group, seed,
-    accuracy, the rung and each switch's value."""
+    accuracy, whether other code of its method than this checkout's recorded it (``stale``), the rung and each
+    switch's value."""
     done = frame[frame["status"] == RUN]
     rows = [{"method": row["method"], "group": row["group"], "seed": row["seed"], "accuracy": row["accuracy"],
+             "stale": "code_version" in row and is_stale(row["code_version"]),
              "config_hash": row.get("config_hash", ""), "rung": rung, **switch_values(row["config"])}
             for _, row in done.iterrows()]
-    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "config_hash", "rung", *READERS])
+    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "stale", "config_hash", "rung", *READERS])
 
 
 def spec_rung(feeds) -> str:
@@ -138,8 +140,9 @@ def run_table(rows: pd.DataFrame) -> pd.DataFrame:
     for group, at in rows.groupby("group", sort=False):
         first = at.iloc[0]
         kinds = {switch.reading(first[switch.name]).kind for switch in shown}
+        stale = " (stale)" if "stale" in at and at["stale"].any() else ""
         out.append({**{switch.name: first[switch.name] for switch in shown},
-                    accuracy: _mean_std(at["accuracy"]), "Seeds": len(at),
+                    accuracy: _mean_std(at["accuracy"]) + stale, "Seeds": len(at),
                     "Per seed": ", ".join(f"{a:.2f}" for a in at.sort_values("seed")["accuracy"]),
                     "All faithful": "yes" if kinds <= {FAITHFUL, SUBSTITUTE} else "no", "_mean": at["accuracy"].mean()})
     return pd.DataFrame(out).sort_values("_mean", ascending=False, kind="stable").reset_index(drop=True)
@@ -197,15 +200,18 @@ def interaction_table(rows: pd.DataFrame) -> pd.DataFrame:
 def search_summary(rows: pd.DataFrame) -> dict[str, object]:
     """What a method's readings search covered: its faithful runs (all values faithful or substitutes), the
     teachers, the least seeds a run has, where it ran (:func:`rung_words`), how much of the faithful space
-    (:func:`coverage`: N ``combinations`` of M, the ``space``, at its ``teacher``), and the best faithful run among
-    those with the most seeds (a :func:`run_table` row, or None): the confirmed best, not a one-seed maximum that a
-    twin reading computing the same run at seed 0 would carry above its own three-seed mean."""
+    (:func:`coverage`: N ``combinations`` of M, the ``space``, at its ``teacher``), how many runs are ``stale``
+    (recorded by other code of their method: not current evidence), and the best current faithful run among those
+    with the most seeds (a :func:`run_table` row, or None): the confirmed best, not a one-seed maximum that a twin
+    reading computing the same run at seed 0 would carry above its own three-seed mean."""
     runs = run_table(rows)
     faithful = runs[runs["All faithful"] == "yes"]
-    confirmed = faithful[faithful["Seeds"] == faithful["Seeds"].max()]
+    current = faithful[~faithful[accuracy_column(rows)].str.endswith("(stale)")]
+    confirmed = current[current["Seeds"] == current["Seeds"].max()]
+    stale = rows[rows["stale"].astype(bool)]["group"].nunique() if "stale" in rows else 0
     return {"readings": len(faithful), "teachers": rows[TEACHER].nunique(), "where": rung_words(rung_of(rows)),
             "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0, **coverage(rows),
-            "best_run": confirmed.iloc[0] if len(confirmed) else None}
+            "stale": stale, "best_run": confirmed.iloc[0] if len(confirmed) else None}
 
 
 def centre_table(rows: pd.DataFrame) -> pd.DataFrame:

@@ -106,11 +106,15 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
                 if seeds >= MIN_SEEDS else
                 f"Default by the rule: not chosen yet (a run here has {seeds} seed; the rule needs {MIN_SEEDS} on every "
                 f"run). With these runs it would read: " + ", ".join(f"{k} = {v}" for k, v in chosen.items()) + ".")
+        if counts["stale"]:
+            rule += (f" {count_noun(counts['stale'], 'run')} of these stale (recorded by other code of the method, marked"
+                     " (stale), to re-run with --rerun-stale): the rule reads them until they are.")
         lines += [f"### {method}: readings at {rung}", "",
                   f"The paper's words: {SWITCH_SETS[method].pointers} of `../shared/papers/{SWITCH_SETS[method].paper}`. "
                   f"{at['group'].nunique()} runs, {len(at)} finished seeds. Faithful runs: {counts['readings']} "
                   f"(over {count_noun(counts['teachers'], 'teacher')}), at least {count_noun(counts['seeds'], 'seed')} each. "
-                  + (f"Best faithful run: {best[accuracy_column(at)]}% (n = {best['Seeds']}). " if best is not None else "")
+                  + (f"Best current faithful run: {best[accuracy_column(at)]}% (n = {best['Seeds']}). "
+                     if best is not None else "")
                   + coverage_sentence(at),
                   "",
                   _table(effects), "", _table(run_table(at)), "", rule, ""]

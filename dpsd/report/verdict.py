@@ -214,7 +214,10 @@ def method_verdicts(refs: pd.DataFrame, groups: pd.DataFrame, searched: dict[str
                         if search else "the harness's one reading (no readings search run for it)")
             text = f"does not reproduce under {coverage}; closest {_stated(ref, group)}"
             if search:
-                text += f"; {search['where']} its best faithful reading reaches {search['best']}"
+                text += f"; {search['where']} its best current faithful reading reaches {search['best']}"
+                if search.get("stale"):
+                    text += (f" ({count_noun(search['stale'], 'run')} of the search stale: recorded by other code "
+                             "of the method, to re-run)")
         elif single:
             text = f"one seed so far, no verdict: {_stated(single[0][0], single[0][3])}"
         else:
