@@ -206,7 +206,7 @@ def search_summary(rows: pd.DataFrame) -> dict[str, object]:
     reading computing the same run at seed 0 would carry above its own three-seed mean."""
     runs = run_table(rows)
     faithful = runs[runs["All faithful"] == "yes"]
-    current = faithful[~faithful[accuracy_column(rows)].str.endswith("(stale)")]
+    current = faithful[~faithful[accuracy_column(rows)].astype(str).str.endswith("(stale)")] if len(faithful) else faithful
     confirmed = current[current["Seeds"] == current["Seeds"].max()]
     stale = rows[rows["stale"].astype(bool)]["group"].nunique() if "stale" in rows else 0
     return {"readings": len(faithful), "teachers": rows[TEACHER].nunique(), "where": rung_words(rung_of(rows)),
