@@ -215,8 +215,8 @@ def test_the_retag_tool_retags_archive_rows_a_store_does_not_hold(tmp_path, monk
 
 def test_the_retag_tool_leaves_the_runs_on_a_changes_path_stale(tmp_path, monkeypatch):
     """--stale-where: a run whose logged config matches every pair of one group keeps its version (the change
-    computes other numbers there), the others of its version get today's; archive rows the store does not hold are
-    left as they are (their configs cannot be read)."""
+    computes other numbers there), the others of its version get today's; an archive row the store does not hold is
+    read back from the spec cell with its config hash, and left as it is where no cell has it."""
     tool = load_tool("retag_code_version")
     results = tmp_path / "results"
     results.mkdir()
@@ -234,17 +234,22 @@ def test_the_retag_tool_leaves_the_runs_on_a_changes_path_stale(tmp_path, monkey
     rows = [{column: "" for column in RUN_COLUMNS} | {
         "config_hash": name, "run_id": run_id, "status": "FINISHED", "cell_status": "done", "code_version": old,
         "start_time": pd.Timestamp("2026-11-24T00:00:00+00:00"), "accuracy": 0.5}
-        for name, run_id in [*runs.items(), ("elsewhere", "not-in-the-store")]]
+        for name, run_id in [*runs.items(), ("elsewhere", "not-in-the-store"), ("mapped_elsewhere", "neither"),
+                             ("no_cell", "nor-this")]]
     write_archive(pd.DataFrame(rows), archive)
     saved = tmp_path / "vouched.json"
     saved.write_text(json.dumps([[old, "dpsd", "result-neutral since abc1234"]]))
+    monkeypatch.setattr(tool, "spec_configs", lambda: {
+        "elsewhere": {"model.teacher.input.normalization": "minus_one_one", "model.generator.output": "tanh"},
+        "mapped_elsewhere": {"model.teacher.input.normalization": "mean_std", "model.generator.output": "tanh"}})
     tool.main(["--results-dir", str(results), "--archive", str(archive), "--vouched", str(saved),
                "--stale-where", "model.teacher.input.normalization=mean_std,model.generator.output=tanh"])
     today = method_code_version("dpsd")
     tags = {name: client.get_run(run).data.tags.get(METHOD_CODE_VERSION) for name, run in runs.items()}
     assert tags == {"mapped": None, "plain": today, "batchnorm": today}
     versions = dict(zip(read_archive(archive)["config_hash"], read_archive(archive)["code_version"]))
-    assert versions == {"mapped": old, "plain": today, "batchnorm": today, "elsewhere": old}
+    assert versions == {"mapped": old, "plain": today, "batchnorm": today, "elsewhere": today,
+                        "mapped_elsewhere": old, "no_cell": old}
 
 
 def test_the_retag_tool_saves_a_measurement_and_applies_it_later(tmp_path, monkeypatch):

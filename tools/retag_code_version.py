@@ -36,8 +36,8 @@ version before the change, the second vouches each of those for today's version 
 
 ``--stale-where KEY=VALUE[,KEY=VALUE...]`` (repeatable) names a change's path where its numbers do change: a run
 whose logged config matches every pair of one of them keeps its version (stale, listed by a sweep's ``--dry-run``,
-re-run with ``--rerun-stale``), and the archive's rows that the store does not hold are not retagged by version
-(their configs cannot be read).
+re-run with ``--rerun-stale``); the archive's rows that the store does not hold are read back from a spec cell
+with their config hash (equal hashes, equal resolved configs), and left stale where no cell has it.
 """
 
 from __future__ import annotations
@@ -115,6 +115,53 @@ def rule_change(saved: Path) -> dict[tuple[str, str], str]:
     before = json.loads(saved.read_text())
     return {(old, method): "the same code under a changed hashing rule" for method, old in before.items()
             if method in METHODS and old != method_code_version(method)}
+
+
+def spec_configs() -> dict[str, dict[str, str]]:
+    """``config hash -> flattened resolved config`` (MLflow's parameter names and string values) of every cell of
+    every spec in sweeps/ at each scale: an archive row's config read back from its hash (equal hashes are equal
+    resolved configs), for the rows whose run the store does not hold."""
+    from omegaconf import OmegaConf
+
+    from dpsd.errors import ConfigError
+    from dpsd.sweep.spec import REPO_SWEEPS, SCALES, expand_configs
+    from dpsd.tracking import flatten
+
+    configs: dict[str, dict[str, str]] = {}
+    for path in sorted(REPO_SWEEPS.glob("*.yaml")):
+        for scale in SCALES:
+            try:
+                pairs = expand_configs(path, scale, [])
+            except ConfigError:  # a spec that a scale leaves empty, or one that needs absent data
+                continue
+            for cell, cfg in pairs:
+                if cell.config_hash not in configs:
+                    configs[cell.config_hash] = {k: str(v) for k, v in flatten(OmegaConf.to_container(cfg, resolve=True))}
+    return configs
+
+
+def on_path(config: dict[str, str], stale_where: list[dict[str, str]]) -> bool:
+    """Whether a flattened config matches every pair of one of ``stale_where``."""
+    return any(all(config.get(k) == v for k, v in where.items()) for where in stale_where)
+
+
+def retag_archive_by_config(archive: Path, vouched: dict[tuple[str, str], str], stale_where: list[dict[str, str]],
+                            configs: dict[str, dict[str, str]], skip: set[str]) -> None:
+    """The archive's rows whose runs the store does not hold (not in ``skip``), at a vouched version, whose config a
+    spec cell still yields (``configs``, by hash) off every ``stale_where`` path get today's version; the others
+    keep theirs."""
+    rows = read_archive(archive)
+    method = rows["code_version"].astype(str).str.extract(r"\+(\w+)\.[0-9a-f]+$")[0]
+    hit = [run_id not in skip and (version, name) in vouched and digest in configs
+           and not on_path(configs[digest], stale_where)
+           for run_id, version, name, digest in zip(rows["run_id"], rows["code_version"], method, rows["config_hash"])]
+    left = sum(run_id not in skip and (version, name) in vouched and not h
+               for run_id, version, name, h in zip(rows["run_id"], rows["code_version"], method, hit))
+    print(f"retagged {sum(hit)} rows of {archive} by their cells' configs; {left} at a vouched version left stale "
+          "(on a --stale-where path, or no spec cell has their hash)")
+    if any(hit):
+        rows.loc[hit, "code_version"] = [method_code_version(name) for name, h in zip(method, hit) if h]
+        write_archive(rows, archive)
 
 
 def retag_archive(archive: Path, vouched: dict[tuple[str, str], str], dry_run: bool) -> None:
@@ -201,6 +248,9 @@ def main(argv: list[str] | None = None) -> None:
         # unless a change's path must be told apart (their configs are not in the store)
         if not stale_where:
             retag_archive(args.archive, vouched, dry_run=False)
+        else:
+            in_store = {run.info.run_id for e in experiments for run in client.search_runs([e], max_results=50000)}
+            retag_archive_by_config(args.archive, vouched, stale_where, spec_configs(), in_store)
 
 
 if __name__ == "__main__":
