@@ -229,27 +229,31 @@ def test_the_retag_tool_leaves_the_runs_on_a_changes_path_stale(tmp_path, monkey
         run = client.create_run(experiment, tags={"code_version": old, "method": "dpsd"}).info.run_id
         client.log_param(run, "model.teacher.input.normalization", normalization)
         client.log_param(run, "model.generator.output", output)
+        client.log_param(run, "method.name", "dpsd")
         runs[name] = run
     archive = tmp_path / "runs.csv"
     rows = [{column: "" for column in RUN_COLUMNS} | {
         "config_hash": name, "run_id": run_id, "status": "FINISHED", "cell_status": "done", "code_version": old,
         "start_time": pd.Timestamp("2026-11-24T00:00:00+00:00"), "accuracy": 0.5}
         for name, run_id in [*runs.items(), ("elsewhere", "not-in-the-store"), ("mapped_elsewhere", "neither"),
-                             ("no_cell", "nor-this")]]
+                             ("no_generator", "a-teacher"), ("no_cell", "nor-this")]]
     write_archive(pd.DataFrame(rows), archive)
     saved = tmp_path / "vouched.json"
     saved.write_text(json.dumps([[old, "dpsd", "result-neutral since abc1234"]]))
     monkeypatch.setattr(tool, "spec_configs", lambda: {
         "elsewhere": {"model.teacher.input.normalization": "minus_one_one", "model.generator.output": "tanh"},
-        "mapped_elsewhere": {"model.teacher.input.normalization": "mean_std", "model.generator.output": "tanh"}})
+        "mapped_elsewhere": {"model.teacher.input.normalization": "mean_std", "model.generator.output": "tanh"},
+        "no_generator": {"model.teacher.input.normalization": "mean_std", "model.generator.output": "tanh",
+                         "method.name": "teacher"}})
     tool.main(["--results-dir", str(results), "--archive", str(archive), "--vouched", str(saved),
-               "--stale-where", "model.teacher.input.normalization=mean_std,model.generator.output=tanh"])
+               "--stale-where",
+               "model.teacher.input.normalization=mean_std,model.generator.output=tanh,method.name!=teacher"])
     today = method_code_version("dpsd")
     tags = {name: client.get_run(run).data.tags.get(METHOD_CODE_VERSION) for name, run in runs.items()}
     assert tags == {"mapped": None, "plain": today, "batchnorm": today}
     versions = dict(zip(read_archive(archive)["config_hash"], read_archive(archive)["code_version"]))
     assert versions == {"mapped": old, "plain": today, "batchnorm": today, "elsewhere": today,
-                        "mapped_elsewhere": old, "no_cell": old}
+                        "mapped_elsewhere": old, "no_generator": today, "no_cell": old}
 
 
 def test_the_retag_tool_saves_a_measurement_and_applies_it_later(tmp_path, monkeypatch):

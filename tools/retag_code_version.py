@@ -4,7 +4,7 @@ under an older hashing rule, before another method's code changed, or before a c
     python tools/retag_code_version.py [--results-dir DIR] [--archive results/runs.csv] [--dry-run]
                                        [--result-neutral-since COMMIT [--save-vouched JSON]] [--vouched JSON]
                                        [--methods M ...] [--save-versions JSON | --versions-before JSON]
-                                       [--stale-where KEY=VALUE[,KEY=VALUE ...] ...]
+                                       [--stale-where KEY=VALUE[,KEY!=VALUE ...] ...]
 
 Without a store under ``--results-dir`` (a fresh clone), ``--archive`` and ``--result-neutral-since`` retag the
 archive's rows alone.
@@ -34,8 +34,8 @@ again).
 (``dpsd/version.py``, or a part of ``pyproject.toml`` the rule stops hashing): the first writes every method's
 version before the change, the second vouches each of those for today's version of its method.
 
-``--stale-where KEY=VALUE[,KEY=VALUE...]`` (repeatable) names a change's path where its numbers do change: a run
-whose logged config matches every pair of one of them keeps its version (stale, listed by a sweep's ``--dry-run``,
+``--stale-where KEY=VALUE[,KEY!=VALUE...]`` (repeatable) names a change's path where its numbers do change: a run
+whose logged config meets every condition of one of them keeps its version (stale, listed by a sweep's ``--dry-run``,
 re-run with ``--rerun-stale``); the archive's rows that the store does not hold are read back from a spec cell
 with their config hash (equal hashes, equal resolved configs), and left stale where no cell has it.
 """
@@ -54,7 +54,7 @@ import mlflow
 
 from dpsd.methods import METHODS
 from dpsd.report.runs import read_archive, write_archive
-from dpsd.sweep.store import equivalent_versions, retag_equivalent_runs
+from dpsd.sweep.store import equivalent_versions, on_path, parse_path, retag_equivalent_runs
 from dpsd.version import ROOT, method_code_version, method_code_version_at
 
 WALL_TIMES = ("time_train_s", "time_total_s")
@@ -140,12 +140,7 @@ def spec_configs() -> dict[str, dict[str, str]]:
     return configs
 
 
-def on_path(config: dict[str, str], stale_where: list[dict[str, str]]) -> bool:
-    """Whether a flattened config matches every pair of one of ``stale_where``."""
-    return any(all(config.get(k) == v for k, v in where.items()) for where in stale_where)
-
-
-def retag_archive_by_config(archive: Path, vouched: dict[tuple[str, str], str], stale_where: list[dict[str, str]],
+def retag_archive_by_config(archive: Path, vouched: dict[tuple[str, str], str], stale_where: list,
                             configs: dict[str, dict[str, str]], skip: set[str]) -> None:
     """The archive's rows whose runs the store does not hold (not in ``skip``), at a vouched version, whose config a
     spec cell still yields (``configs``, by hash) off every ``stale_where`` path get today's version; the others
@@ -188,8 +183,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--save-vouched", type=Path, metavar="JSON",
                         help="with --result-neutral-since: write what it vouched for here and stop")
     parser.add_argument("--vouched", type=Path, metavar="JSON", help="vouch for what --save-vouched wrote")
-    parser.add_argument("--stale-where", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE...]",
-                        help="runs whose logged config has every pair keep their version (repeatable)")
+    parser.add_argument("--stale-where", action="append", default=[], metavar="KEY=VALUE[,KEY!=VALUE...]",
+                        help="runs whose logged config meets every condition keep their version (repeatable)")
     parser.add_argument("--methods", nargs="+", help="with --result-neutral-since: only these (default: all)")
     parser.add_argument("--save-versions", type=Path, metavar="JSON",
                         help="write each method's code version here and stop (before a change to the hashing rule)")
@@ -211,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {len(measured)} vouched versions to {args.save_vouched}")
         return
     rule_changed = rule_change(args.versions_before) if args.versions_before else {}
-    stale_where = [dict(pair.split("=", 1) for pair in group.split(",")) for group in args.stale_where]
+    stale_where = [parse_path(group) for group in args.stale_where]
     if args.vouched:
         rule_changed.update({(v, m): by for v, m, by in json.loads(args.vouched.read_text())})
     if not store.exists():

@@ -26,6 +26,7 @@ from typing import Iterator, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from dpsd.errors import ConfigError
 from dpsd.sweep.spec import Cell, Spec
 from dpsd.version import METHOD_CODE_VERSION, code_version, method_code_version, method_code_version_at
 
@@ -163,19 +164,36 @@ def _recorded_version(tags: dict) -> str:
     return tags.get(METHOD_CODE_VERSION) or tags.get("code_version", "")
 
 
+def parse_path(text: str) -> list[tuple[str, bool, str]]:
+    """``KEY=VALUE[,KEY!=VALUE...]`` (a config's parameter names and string values) as ``(key, equal, value)``
+    conditions, all of which a config must meet to be on the path; a one-line error names the form otherwise."""
+    conditions = []
+    for pair in text.split(","):
+        key, equal, value = pair.partition("!=") if "!=" in pair else pair.partition("=")
+        if not key or not equal:
+            raise ConfigError(f"a path is KEY=VALUE or KEY!=VALUE pairs joined by commas, got {text!r}")
+        conditions.append((key, equal == "=", value))
+    return conditions
+
+
+def on_path(config: dict[str, str], paths: Sequence[list[tuple[str, bool, str]]]) -> bool:
+    """Whether a flattened config (MLflow's parameters) meets every condition of one of ``paths``
+    (:func:`parse_path`); a key the config lacks is unequal to every value."""
+    return any(all((config.get(key) == value) == equal for key, equal, value in path) for path in paths)
+
+
 def retag_equivalent_runs(client, experiment_ids: list[str], vouched: dict[tuple[str, str], str],
-                          stale_where: Sequence[dict[str, str]] = ()) -> dict[str, str]:
+                          stale_where: Sequence[list[tuple[str, bool, str]]] = ()) -> dict[str, str]:
     """Give every run of a ``(recorded version, method)`` in ``vouched`` (:func:`equivalent_versions`)
     today's method code version, keeping the recorded one (``code_version_recorded``) and the commit
     that vouches for it (``code_version_vouched_by``); returns ``run id -> recorded version`` of the runs
-    changed. A run whose logged config matches every ``key: value`` of one of ``stale_where`` (a change's path:
-    the runs whose numbers it changes) keeps its version, and so stays stale."""
+    changed. A run whose logged config matches one of ``stale_where`` (:func:`on_path`: a change's path, the runs
+    whose numbers it changes) keeps its version, and so stays stale."""
     changed: dict[str, str] = {}
     for experiment_id in experiment_ids:
         for run in _search(client, experiment_id, "tags.method != ''"):
             key = (_recorded_version(run.data.tags), run.data.tags["method"])
-            on_path = any(all(run.data.params.get(k) == v for k, v in where.items()) for where in stale_where)
-            if key in vouched and not on_path:
+            if key in vouched and not on_path(run.data.params, stale_where):
                 client.set_tag(run.info.run_id, "code_version_recorded", key[0])
                 client.set_tag(run.info.run_id, "code_version_vouched_by", vouched[key])
                 client.set_tag(run.info.run_id, METHOD_CODE_VERSION, method_code_version(key[1]))
