@@ -201,16 +201,18 @@ def search_summary(rows: pd.DataFrame) -> dict[str, object]:
     """What a method's readings search covered: its faithful runs (all values faithful or substitutes), the
     teachers, the least seeds a run has, where it ran (:func:`rung_words`), how much of the faithful space
     (:func:`coverage`: N ``combinations`` of M, the ``space``, at its ``teacher``), how many runs are ``stale``
-    (recorded by other code of their method: not current evidence), and the best current faithful run among those
-    with the most seeds (a :func:`run_table` row, or None): the confirmed best, not a one-seed maximum that a twin
-    reading computing the same run at seed 0 would carry above its own three-seed mean."""
-    runs = run_table(rows)
+    (recorded by other code of their method: not current evidence), and the best current faithful run at the
+    search's teacher among those with the most seeds (a :func:`run_table` row, or None): the confirmed best, not a
+    one-seed maximum that a twin reading computing the same run at seed 0 would carry above its own three-seed mean."""
+    runs, covered = run_table(rows), coverage(rows)
     faithful = runs[runs["All faithful"] == "yes"]
     current = faithful[~faithful[accuracy_column(rows)].astype(str).str.endswith("(stale)")] if len(faithful) else faithful
+    if TEACHER in current:  # the maximum is over the search's teacher's runs, as its coverage is
+        current = current[current[TEACHER] == covered["teacher"]]
     confirmed = current[current["Seeds"] == current["Seeds"].max()]
     stale = rows[rows["stale"].astype(bool)]["group"].nunique() if "stale" in rows else 0
     return {"readings": len(faithful), "teachers": rows[TEACHER].nunique(), "where": rung_words(rung_of(rows)),
-            "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0, **coverage(rows),
+            "seeds": int(rows.groupby("group").size().min()) if len(rows) else 0, **covered,
             "stale": stale, "best_run": confirmed.iloc[0] if len(confirmed) else None}
 
 
