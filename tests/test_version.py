@@ -287,7 +287,7 @@ def test_result_neutral_vouches_only_for_methods_whose_smoke_runs_compute_the_sa
                "dpsd": ({"acc": 0.5}, {"acc": 0.25}),
                "dgd": ("Fault: boom", {"acc": 0.5})}
 
-    def smoke(tree, method, workdir):
+    def smoke(tree, method, workdir, name="run"):
         before, after = results[method]
         value = after if tree == tool.ROOT else before
         return value if isinstance(value, str) else {k: v for k, v in value.items() if k not in tool.WALL_TIMES}
