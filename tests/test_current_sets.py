@@ -36,7 +36,7 @@ def planted() -> tuple[pd.DataFrame, dict[str, str]]:
         for row, named in (_run(f"early{seed}", f"e{seed}", "2026-11-26T16:10", early, seed,
                                 "data.root=../shared/data results_dir=results"),
                            _run(f"late{seed}", f"l{seed}", "2026-11-27T02:00", late, seed,
-                                "data.root=/work/shared/data results_dir=/work/results")):
+                                "data.root=/srv/datasets results_dir=/srv/dpsd-results")):
             rows.append(row)
             overrides.update(named)
     return pd.DataFrame(rows), overrides
