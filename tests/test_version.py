@@ -170,14 +170,20 @@ def test_runs_of_todays_method_code_get_todays_method_version_and_others_stay_st
     assert equivalent_versions(client, [experiment], version_at=lambda commit, method: commits.get((commit, method))) == {}
 
 
+def _store(tmp_path):
+    """An empty MLflow store under ``tmp_path/results``, as the retag tool finds one: the folder, a client, the
+    experiment's id."""
+    results = tmp_path / "results"
+    results.mkdir()
+    client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
+    return results, client, client.create_experiment("dpsd", artifact_location=(results / "art").as_uri())
+
+
 def test_the_retag_tool_updates_the_store_and_the_archive(tmp_path, monkeypatch, capsys):
     import dpsd.sweep.store as store
 
     tool = load_tool("retag_code_version")
-    results = tmp_path / "results"
-    results.mkdir()
-    client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
-    experiment = client.create_experiment("dpsd", artifact_location=(results / "art").as_uri())
+    results, client, experiment = _store(tmp_path)
     old = "0.0.1+srcOLD"
     run = client.create_run(experiment, tags={"code_version": old, "git_commit": "aaa", "method": "dgd"}).info.run_id
     archive = tmp_path / "runs.csv"
@@ -218,10 +224,7 @@ def test_the_retag_tool_leaves_the_runs_on_a_changes_path_stale(tmp_path, monkey
     computes other numbers there), the others of its version get today's; an archive row the store does not hold is
     read back from the spec cell with its config hash, and left as it is where no cell has it."""
     tool = load_tool("retag_code_version")
-    results = tmp_path / "results"
-    results.mkdir()
-    client = MlflowClient(f"sqlite:///{results / 'mlflow.db'}")
-    experiment = client.create_experiment("dpsd", artifact_location=(results / "art").as_uri())
+    results, client, experiment = _store(tmp_path)
     old = "0.0.1+dpsd.0123456789ab"
     runs = {}
     for name, normalization, output in (("mapped", "mean_std", "tanh"), ("plain", "minus_one_one", "tanh"),
