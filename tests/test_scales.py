@@ -9,7 +9,7 @@ from omegaconf import OmegaConf
 from dpsd.config import CONFIG_DIR, compose
 from dpsd.methods import METHODS
 
-SCALES = ("smoke", "laptop", "paper")
+SCALES = ("check", "smoke", "laptop", "paper")
 SIZE_KEYS = ("iterations", "batch_size", "num_teachers", "teachers", "num_clients", "stages", "samples_per_stage")
 
 # (scale, method) -> the sizes the scale must give; methods a scale does not name keep their YAML's.
@@ -80,3 +80,19 @@ def test_the_command_line_wins_over_the_scale():
 @pytest.mark.parametrize("scale", SCALES)
 def test_a_scale_file_sets_no_method_key_for_every_method(scale):
     assert "method" not in OmegaConf.load(CONFIG_DIR / "scale" / f"{scale}.yaml")
+
+
+def test_the_check_scale_is_the_smoke_scale_under_its_own_name():
+    """scale=check is smoke's sizes (a sweep shrinks them further by sweeps/common/check.yaml): scale/check.yaml and
+    each method_scale/check/<method>.yaml point at smoke's, so smoke's files stay their one source."""
+    smoke_files = sorted(p.name for p in (CONFIG_DIR / "method_scale" / "smoke").glob("*.yaml"))
+    assert sorted(p.name for p in (CONFIG_DIR / "method_scale" / "check").glob("*.yaml")) == smoke_files
+    for name in smoke_files:
+        node = OmegaConf.load(CONFIG_DIR / "method_scale" / "check" / name)
+        assert list(node.get("defaults", [])) == [f"/method_scale/smoke/{name[:-5]}", "_self_"], name
+        assert set(node) == {"defaults"}, name  # a pointer, no sizes of its own
+    for method in METHODS.names():
+        check = OmegaConf.to_container(compose([f"method={method}", "scale=check"]), resolve=True)
+        smoke = OmegaConf.to_container(compose([f"method={method}", "scale=smoke"]), resolve=True)
+        assert check.pop("scale") == {"name": "check"} and smoke.pop("scale") == {"name": "smoke"}
+        assert check == smoke, method
