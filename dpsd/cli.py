@@ -18,18 +18,20 @@
     dpsd audit model <run id | artifact folder> [key=value ...] [--samples N] [--synthetic M]
                                      membership inference against a run's student, generator and
                                      teacher (AUC, TPR at FPR 1% and 0.1%), as JSON
-    dpsd sweep <spec> [scale=smoke|laptop|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
+    dpsd sweep <spec> [scale=check|smoke|laptop|paper] [overrides] [--address ADDR] [--dry-run] [--rerun-stale]
                [--match REGEX] [--claim-timeout S]
                                      run a sweep spec's cells not yet done (Ray Tune, MLflow)
-    dpsd report [--scale smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [--archive CSV] [--datasets A,B] [overrides]
+    dpsd report [--scale check|smoke|laptop|paper] [--only SPEC ...] [--out reports] [--markdown PATH] [--archive CSV] [--datasets A,B] [overrides]
                                      every spec's table (Markdown, LaTeX, HTML), curves, sensitivity
                                      plots, sample grids and index.html, from the recorded runs
     dpsd pages [--manifest results/pages.yaml] [--page PATH ...] [overrides]
                                      every committed page (results/*.md, README's verdict) from the
                                      recorded runs, as results/pages.yaml lists them, in one pass
-    dpsd reproduce [--scale smoke|laptop|paper|pages] [--only SPEC ...] [--dry-run] [--rerun-stale] [--cpus-per-trial N] [overrides]
+    dpsd reproduce [--scale check|smoke|laptop|paper|pages] [--only SPEC ...] [--dry-run] [--rerun-stale] [--cpus-per-trial N] [overrides]
                                      the sweeps (whatever is missing), then the report; prints how long
                                      from the recorded runs' timings, then progress (also in a log);
+                                     default --scale check: the pipeline check (smoke's sizes shrunk by
+                                     sweeps/common/check.yaml, students near chance by design);
                                      --scale pages: each spec at the scale its page in results/pages.yaml uses
     dpsd new method NAME --from EXISTING
                                      a new method copied from EXISTING: module, YAML, its per-scale
@@ -314,7 +316,7 @@ def cmd_sweep(args: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="dpsd sweep", description="run a sweep spec's cells with Ray Tune")
     parser.add_argument("spec", help="a spec file, or the name of one in sweeps/")
-    parser.add_argument("overrides", nargs="*", help="scale=smoke|laptop|paper and Hydra overrides for every cell")
+    parser.add_argument("overrides", nargs="*", help="scale=check|smoke|laptop|paper (default smoke) and Hydra overrides for every cell")
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
     parser.add_argument("--dry-run", action="store_true", help="list the cells to run, stale and done; run nothing")
     parser.add_argument("--rerun-stale", action="store_true", help="also re-run cells recorded by other code versions")
@@ -359,11 +361,12 @@ def cmd_sweep(args: list[str]) -> int:
     return 1 if summary["failed"] else 0
 
 
-def _report_parser(command: str, description: str) -> argparse.ArgumentParser:
+def _report_parser(command: str, description: str, scale: str = "smoke", scales: str = "check | smoke | laptop | paper"
+                   ) -> argparse.ArgumentParser:
     from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
 
     parser = _parser(command, description)
-    parser.add_argument("--scale", default="smoke", help="smoke | laptop | paper (default smoke; scale=... works too)")
+    parser.add_argument("--scale", default=scale, help=f"{scales} (default {scale}; scale=... works too)")
     parser.add_argument("--only", nargs="+", default=[], metavar="SPEC", help="spec names or files (default: all)")
     parser.add_argument("--specs", default=str(DEFAULT_SPECS), help="folder of sweep specs (default sweeps/)")
     parser.add_argument("--reference", default=str(DEFAULT_REFERENCE), help="the papers' numbers (CSV)")
@@ -456,10 +459,11 @@ def cmd_pages(args: list[str]) -> None:
 
 def cmd_reproduce(args: list[str]) -> int:
     from dpsd.reproduce import PAGES, reproduce
-    from dpsd.sweep.spec import SCALES, split_scale
+    from dpsd.sweep.spec import CHECK, SCALES, split_scale
     from dpsd.sweep.summary import format_summary
 
-    parser = _report_parser("reproduce", "run the sweeps (whatever is missing), then render the report")
+    parser = _report_parser("reproduce", "run the sweeps (whatever is missing), then render the report", scale=CHECK,
+                            scales=f"{CHECK} (the pipeline check) | smoke | laptop | paper | {PAGES}")
     parser.add_argument("--dry-run", action="store_true", help="list each spec's cells to run, stale and done; run nothing")
     parser.add_argument("--rerun-stale", action="store_true",
                         help="also re-run cells recorded by other code versions (default: listed and marked STALE only)")
@@ -475,7 +479,8 @@ def cmd_reproduce(args: list[str]) -> int:
     for summary in result["sweeps"]:
         print(format_summary(summary, parsed.dry_run))
     for name in result["on_demand"]:
-        print(f"sweep {name}: on demand (an experiment at its own budget), not run; run it with --only {name}")
+        at = "smoke" if scale == CHECK else scale  # its own budget is at smoke; at check it would be a pipeline check
+        print(f"sweep {name}: on demand (an experiment at its own budget), not run; run it with --scale {at} --only {name}")
     for command in result["studies"]:
         print(f"sweep {command.split()[2]}: a hyper-parameter study, not run by reproduce; run it with `{command}`")
     for name in result["not_on_a_page"]:

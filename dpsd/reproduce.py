@@ -6,12 +6,14 @@ by another code version (:mod:`dpsd.version`) is stale: listed by ``--dry-run``,
 report, and re-run only with ``--rerun-stale`` (by default a commit that fixes a README typo costs no
 re-runs). ``--dry-run`` runs nothing: it lists each spec's cells that would run, those stale and those
 already done. The specs' cells run as one Tune experiment (:func:`~dpsd.sweep.runner.run_sweeps`), so
-no core waits while one spec ends and the next starts. Without ``--only`` it leaves out the specs
-marked ``on_demand`` (experiments at their own budget, such as the ladder): they run when named, and
-the report still renders whatever they recorded. ``--scale pages`` runs each spec at the scale of the page that
-renders it (:data:`PAGES`). A hyper-parameter study (``feeds.kind: study``) is searched by ``dpsd sweep SPEC --search
-optuna``, not run cell by cell: reproduce names it with that command and runs none of it. It prints how long the cells
-to run should take, from the recorded runs' own timings on this class of hardware, and, while they run, cells done /
+no core waits while one spec ends and the next starts. Its default scale is ``check``: the pipeline check (smoke's
+sizes shrunk further by ``sweeps/common/check.yaml`` and each spec's own ``check`` list; students near chance by
+design). Without ``--only`` it leaves out the specs marked ``on_demand`` (experiments at their own budget, which
+they take at scale smoke: the ladder, the readings): they run when named, and the report still renders whatever
+they recorded at its scale. ``--scale pages`` runs each spec at the scale of the page that renders it
+(:data:`PAGES`). A hyper-parameter study (``feeds.kind: study``) is searched by ``dpsd sweep SPEC --search optuna``,
+not run cell by cell: reproduce names it with that command and runs none of it. It prints how long the cells to run
+should take, from the recorded runs' own timings on this class of hardware, and, while they run, cells done /
 total and the time elapsed, also in a log file.
 """
 
@@ -26,7 +28,7 @@ from dpsd.report.pages import DEFAULT_PAGES, load_pages
 from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
 from dpsd.report.study import study_command
 from dpsd.sweep.runner import run_sweeps
-from dpsd.sweep.spec import load_spec
+from dpsd.sweep.spec import CHECK, load_spec
 from dpsd.sweep.timing import Progress
 
 PAGES = "pages"
@@ -48,7 +50,7 @@ def page_jobs(manifest: Path, specs_dir: Path, only: Sequence[str] = ()) -> tupl
     return jobs, sorted(wanted - paged)
 
 
-def reproduce(scale: str = "smoke", only: Sequence[str] = (), dry_run: bool = False,
+def reproduce(scale: str = CHECK, only: Sequence[str] = (), dry_run: bool = False,
               overrides: Sequence[str] = (), specs_dir: Path = DEFAULT_SPECS,
               reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
               address: str | None = None, rerun_stale: bool = False, cpus_per_trial: float | None = None,

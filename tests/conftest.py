@@ -27,10 +27,10 @@ def load_tool(name: str):
 
 
 def spec_folder(folder: Path) -> Path:
-    """``folder`` made, with an empty ``common/smoke.yaml``: its specs are sized by their own overrides,
-    not by the package's shared smoke list (which every other folder's specs get)."""
+    """``folder`` made, with an empty ``common/check.yaml``: its specs are sized by their own overrides,
+    not by the package's shared check list (which every other folder's specs get at scale=check)."""
     (folder / "common").mkdir(parents=True, exist_ok=True)
-    (folder / "common" / "smoke.yaml").write_text("{}\n")
+    (folder / "common" / "check.yaml").write_text("{}\n")
     return folder
 
 

@@ -91,7 +91,7 @@ def test_reproduce_on_a_two_node_cluster_records_every_trial_in_one_tracking_ser
     started = time.time()
     specs = tmp_path / "sweeps"
     (specs / "common").mkdir(parents=True)
-    (specs / "common" / "smoke.yaml").write_text("{}\n")
+    (specs / "common" / "check.yaml").write_text("{}\n")
     (specs / "cluster.yaml").write_text(yaml.safe_dump({
         "name": "cluster", "paper": None, "feeds": {"kind": "table", "id": "cluster test", "reference": "none"},
         "base": ["method=dpsd", "privacy=label", *TINY], "grid": {"privacy.epsilon": [1, 10]}}))

@@ -53,7 +53,7 @@ def test_a_bad_switch_is_one_line_at_composition(override, accepted):
 def test_a_value_of_the_wrong_type_is_refused_and_undeclared_keys_are_left_alone():
     with pytest.raises(ConfigError, match="method.student_steps"):
         compose(["method=dpsd", "method.student_steps=many"])
-    # a sweep's shared smoke list adds keys only other methods have
+    # a sweep's shared check list adds keys only other methods have
     assert compose(["method=dpsd", "++method.vae_epochs=1"]).method.vae_epochs == 1
 
 

@@ -29,7 +29,7 @@ def test_the_manifest_lists_every_committed_page_and_the_readme_verdict():
     ("pages: []", "expected a list under 'pages:'"),
     ("pages:\n  - {markdown: a.md}", "must have 'markdown' and 'only'"),
     ("pages:\n  - {markdown: a.md, only: [ladder], colour: red}", "no keys but markdown, only, scale, title, readme"),
-    ("pages:\n  - {markdown: a.md, only: [ladder], scale: huge}", "scale 'huge' is not one of smoke, laptop, paper"),
+    ("pages:\n  - {markdown: a.md, only: [ladder], scale: huge}", "scale 'huge' is not one of check, smoke, laptop, paper"),
     ("pages:\n  - {markdown: a.md, only: [no_such_spec]}", "no spec no_such_spec in"),
     ("pages:\n  - {markdown: a.md, only: [ladder]}\n  - {markdown: a.md, only: [headline]}", "a.md is listed twice"),
     ("pages:\n  - {markdown: a.md, only: [study_dpsd_digits, ladder]}", "renders studies alone, without readme"),

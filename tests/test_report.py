@@ -40,13 +40,13 @@ grid:
 cells:
   - [dataset=mnist, privacy.epsilon=1]
 seeds: [0, 1]
-smoke: [%s]
+check: [%s]
 """ % ", ".join(TINY)
 SAMPLES_SPEC = """
 name: tiny_samples
 feeds: {kind: samples, id: "Tiny Fig", title: "synthetic digits"}
 base: [method=dpsd, privacy=label, privacy.epsilon=10]
-smoke: [%s]
+check: [%s]
 """ % ", ".join(TINY)
 SENSITIVITY_SPEC = """
 name: tiny_sensitivity
@@ -55,7 +55,7 @@ base: [method=dpsd, privacy=label]
 grid:
   privacy.epsilon: [1, 10]
 seeds: [0, 1]
-smoke: [%s]
+check: [%s]
 """ % ", ".join(TINY)
 REFERENCE = '''paper,table,row,method,dataset,architecture,epsilon,delta,metric,value,source,note
 dpsd,Tiny Table,DPSD (label),dpsd,digits,,1,1e-05,accuracy,97.62,"paper.txt:1 ""Our DPSD""",switch: privacy=label
@@ -78,7 +78,7 @@ def study(tmp_path_factory):
     (root / "papers.csv").write_text(REFERENCE)
     shutil.copyfile(REPO / "results" / "reference" / "settings.csv", root / "settings.csv")  # read beside papers.csv
     overrides = [f"results_dir={root / 'results'}"]
-    cells = expand_cells(load_spec(root / "sweeps" / "tiny_curve.yaml"), "smoke", overrides)
+    cells = expand_cells(load_spec(root / "sweeps" / "tiny_curve.yaml"), "check", overrides)
     accuracy, run_ids = {}, {}
     for cell in cells:
         if cell.dataset != "digits" or "privacy.epsilon=100" in cell.label:
@@ -102,7 +102,7 @@ def study(tmp_path_factory):
 
 def render(study, out_name):
     root = study["root"]
-    return render_report(sorted((root / "sweeps").glob("*.yaml")), "smoke", study["overrides"],
+    return render_report(sorted((root / "sweeps").glob("*.yaml")), "check", study["overrides"],
                          root / "papers.csv", root / out_name)
 
 
@@ -130,11 +130,11 @@ def test_runs_are_read_by_config_hash_with_percent_accuracy_and_both_ledgers(stu
 def test_the_markdown_page_carries_each_specs_table_with_both_ledgers(study, tmp_path):
     root = study["root"]
     page = tmp_path / "what.md"
-    render_report([root / "sweeps" / "tiny_curve.yaml"], "smoke", study["overrides"], root / "papers.csv",
+    render_report([root / "sweeps" / "tiny_curve.yaml"], "check", study["overrides"], root / "papers.csv",
                   tmp_path / "reports", page)
     text = page.read_text()
     assert text.startswith("# DPSD on digits\n")  # the page's title is its spec's (one title per question)
-    assert (tmp_path / "reports" / "tables" / "tiny_curve_smoke.md").read_text() in text  # the table's own Markdown, whole
+    assert (tmp_path / "reports" / "tables" / "tiny_curve_check.md").read_text() in text  # the table's own Markdown, whole
     assert text.index("## Setting vs paper") < text.index("## Tiny Table")  # the section opens with its setting
     header, *rows = table_rows(text.split("## Tiny Table", 1)[1])
     assert "ε claimed" in header and "ε rigorous" in header
@@ -166,8 +166,8 @@ def test_a_runs_archive_keeps_every_cell_when_the_store_is_lost_and_a_newer_run_
 
 
 def test_table_shows_reported_numbers_from_the_csv_and_reproduced_ones_from_the_runs(study, report):
-    markdown = (report / "tables" / "tiny_curve_smoke.md").read_text()
-    assert "smoke scale: not comparable to the paper's hyper-parameters" in markdown
+    markdown = (report / "tables" / "tiny_curve_check.md").read_text()
+    assert "check scale: a pipeline check, its students near chance by design" in markdown
     comparison, context = markdown.split("Context: the paper's rows for methods this harness does not implement")
     header, *rows = table_rows(comparison)
     by_row = {(r[header.index("Row")], r[header.index("Dataset")], r[header.index("ε (target)")]): dict(zip(header, r))
@@ -206,7 +206,7 @@ def test_a_report_without_the_papers_files_says_which_file_it_expected(study, tm
     """Run from another folder, the default ``results/reference/papers.csv`` (and ``settings.csv`` beside it) is not
     found: the page renders without the papers' numbers, and stderr names each file it expected."""
     root = study["root"]
-    render_report(sorted((root / "sweeps").glob("*.yaml")), "smoke", study["overrides"], tmp_path / "none" / "papers.csv",
+    render_report(sorted((root / "sweeps").glob("*.yaml")), "check", study["overrides"], tmp_path / "none" / "papers.csv",
                   tmp_path / "out")
     warned = capsys.readouterr().err
     assert f"no file {tmp_path / 'none' / 'papers.csv'}" in warned
@@ -217,14 +217,14 @@ def test_a_report_without_the_papers_files_says_which_file_it_expected(study, tm
 
 def test_a_spec_rendered_at_two_scales_into_one_folder_keeps_both(study, tmp_path):
     """Every file a render writes is named for the spec and the scale: the laptop render of a spec does not overwrite
-    the smoke render's table (whose runs it does not have) in the same ``out``."""
+    the check render's table (whose runs it does not have) in the same ``out``."""
     root, out = study["root"], tmp_path / "reports"
-    for scale in ("smoke", "laptop"):
+    for scale in ("check", "laptop"):
         render_report([root / "sweeps" / "tiny_curve.yaml"], scale, study["overrides"], root / "papers.csv", out)
-    smoke, laptop = (table_rows((out / "tables" / f"tiny_curve_{scale}.md").read_text()) for scale in ("smoke", "laptop"))
-    assert any("±" in cell for row in smoke for cell in row)  # the smoke cells' runs
+    check, laptop = (table_rows((out / "tables" / f"tiny_curve_{scale}.md").read_text()) for scale in ("check", "laptop"))
+    assert any("±" in cell for row in check for cell in row)  # the check cells' runs
     assert not any("±" in cell for row in laptop for cell in row)  # none at laptop scale
-    assert (out / "figures" / "tiny_curve_smoke.png").is_file()
+    assert (out / "figures" / "tiny_curve_check.png").is_file()
 
 
 def test_long_file_names_are_cut_with_a_hash_of_the_whole():
@@ -237,9 +237,9 @@ def test_long_file_names_are_cut_with_a_hash_of_the_whole():
 
 def test_latex_and_html_carry_the_same_numbers(report):
     tables = report / "tables"
-    latex = (tables / "tiny_curve_smoke.tex").read_text()
-    page = (tables / "tiny_curve_smoke.html").read_text()
-    reproduced = [r[5] for r in table_rows((tables / "tiny_curve_smoke.md").read_text())[1:] if len(r) > 5 and "±" in r[5]]
+    latex = (tables / "tiny_curve_check.tex").read_text()
+    page = (tables / "tiny_curve_check.html").read_text()
+    reproduced = [r[5] for r in table_rows((tables / "tiny_curve_check.md").read_text())[1:] if len(r) > 5 and "±" in r[5]]
     assert len(reproduced) == 2
     for text in reproduced:
         assert text.replace("±", r"$\pm$") in latex and text in page
@@ -247,14 +247,14 @@ def test_latex_and_html_carry_the_same_numbers(report):
 
 
 def test_curve_png_is_written_and_the_report_command_renders_identical_files_again(study, report, capsys):
-    png = report / "figures" / "tiny_curve_smoke.png"
+    png = report / "figures" / "tiny_curve_check.png"
     with Image.open(png) as image:
         assert image.size[0] > 100 and len(image.convert("L").getcolors(maxcolors=256)) > 10  # a plot, not a blank
-    with Image.open(report / "figures" / "tiny_sensitivity_smoke.png") as image:
+    with Image.open(report / "figures" / "tiny_sensitivity_check.png") as image:
         assert image.size[1] > 700  # accuracy above, both ε ledgers below
     root, again = study["root"], study["root"] / "again"
-    assert main(["report", "--no-archive", "--specs", str(root / "sweeps"), "--reference", str(root / "papers.csv"),
-                 "--out", str(again), *study["overrides"]]) == 0
+    assert main(["report", "--scale", "check", "--no-archive", "--specs", str(root / "sweeps"), "--reference",
+                 str(root / "papers.csv"), "--out", str(again), *study["overrides"]]) == 0
     assert str(again / "index.html") in capsys.readouterr().out
     names = sorted(p.relative_to(report) for p in report.rglob("*") if p.is_file())
     assert names == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
@@ -264,15 +264,15 @@ def test_curve_png_is_written_and_the_report_command_renders_identical_files_aga
 
 def test_index_links_every_table_format_and_figure(report):
     index = (report / "index.html").read_text()
-    for href in ("tables/tiny_curve_smoke.md", "tables/tiny_curve_smoke.tex", "tables/tiny_curve_smoke.html", "figures/tiny_curve_smoke.png"):
+    for href in ("tables/tiny_curve_check.md", "tables/tiny_curve_check.tex", "tables/tiny_curve_check.html", "figures/tiny_curve_check.png"):
         assert f'href="{href}"' in index, href
-    assert 'src="figures/tiny_curve_smoke.png"' in index and '<table id="T_tiny_curve"' in index
-    assert 'href="tables/tiny_samples_smoke.md"' in index and '<table id="T_tiny_samples"' in index
+    assert 'src="figures/tiny_curve_check.png"' in index and '<table id="T_tiny_curve"' in index
+    assert 'href="tables/tiny_samples_check.md"' in index and '<table id="T_tiny_samples"' in index
 
 
 def test_sample_grid_is_the_runs_samples_artifact(study, report):
-    grid = report / "samples" / "tiny_samples_smoke" / "base.png"
-    assert f'src="samples/tiny_samples_smoke/{grid.name}"' in (report / "index.html").read_text()
+    grid = report / "samples" / "tiny_samples_check" / "base.png"
+    assert f'src="samples/tiny_samples_check/{grid.name}"' in (report / "index.html").read_text()
     artifact = mlflow.artifacts.download_artifacts(run_id=study["run_ids"]["privacy.epsilon=10 seed=0"],
                                                    artifact_path="samples.png", tracking_uri=study["uri"])
     assert grid.read_bytes() == open(artifact, "rb").read()
@@ -316,20 +316,21 @@ def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing
     assert "to run: 1" in capsys.readouterr().out and not (tmp_path / "reports").exists()
     assert main(["reproduce", *args]) == 0
     assert "ran: 1" in capsys.readouterr().out
-    first = (tmp_path / "reports" / "tables" / "tiny_samples_smoke.md").read_text()
+    first = (tmp_path / "reports" / "tables" / "tiny_samples_check.md").read_text()
     reproduced = table_rows(first)[1][5]
     runs = load_runs(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}", "dpsd")
     assert reproduced == f"{runs['accuracy'].iloc[0]:.2f}" and len(runs) == 1
-    assert (tmp_path / "reports" / "samples" / "tiny_samples_smoke" / "base.png").is_file()
+    assert (tmp_path / "reports" / "samples" / "tiny_samples_check" / "base.png").is_file()
     assert main(["reproduce", *args]) == 0
     printed = capsys.readouterr().out
     assert "done (a FINISHED run exists): 1" in printed and "ran:" not in printed
-    assert (tmp_path / "reports" / "tables" / "tiny_samples_smoke.md").read_text() == first
+    assert (tmp_path / "reports" / "tables" / "tiny_samples_check.md").read_text() == first
 
 
 def test_a_bare_reproduce_leaves_out_on_demand_specs_and_runs_them_when_named(tmp_path, capsys):
     """The ladder and the query budget are experiments at their own budget: a bare ``dpsd reproduce``
-    (a pipeline check at smoke scale) must not start them, and ``--only`` must."""
+    (the pipeline check, its default scale check) must not start them, and ``--only`` must; the line that names one
+    gives the scale of its budget, smoke."""
     spec_folder(tmp_path / "sweeps")
     (tmp_path / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)
     (tmp_path / "sweeps" / "tiny_ladder.yaml").write_text(SAMPLES_SPEC.replace("tiny_samples", "tiny_ladder")
@@ -338,9 +339,15 @@ def test_a_bare_reproduce_leaves_out_on_demand_specs_and_runs_them_when_named(tm
     assert main(["reproduce", *args]) == 0
     printed = capsys.readouterr().out
     assert "sweep tiny_samples" in printed and "sweep tiny_ladder (" not in printed
-    assert "sweep tiny_ladder: on demand (an experiment at its own budget), not run; run it with --only tiny_ladder" in printed
+    assert ("sweep tiny_ladder: on demand (an experiment at its own budget), not run; run it with --scale smoke "
+            "--only tiny_ladder") in printed
+    assert "sweep tiny_samples (scale=check) — dry run" in printed
     assert main(["reproduce", *args, "--only", "tiny_ladder"]) == 0
+    assert "sweep tiny_ladder (scale=check) — dry run" in capsys.readouterr().out
+    assert main(["reproduce", *args, "--scale", "smoke", "--only", "tiny_ladder"]) == 0
     assert "sweep tiny_ladder (scale=smoke) — dry run" in capsys.readouterr().out
+    assert main(["reproduce", *args, "--scale", "laptop"]) == 0
+    assert "run it with --scale laptop --only tiny_ladder" in capsys.readouterr().out
     (tmp_path / "sweeps" / "tiny_ladder.yaml").write_text(SAMPLES_SPEC + "on_demand: sometimes\n")
     with pytest.raises(ConfigError, match="on_demand must be true or false"):
         load_spec(tmp_path / "sweeps" / "tiny_ladder.yaml")

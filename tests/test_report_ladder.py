@@ -38,12 +38,11 @@ on_demand: true
 QUERIES = """
 name: tiny_queries
 feeds: {kind: query_budget, id: query_budget, reference: none, title: "tiny queries", x: queries}
-base: [method=dpsd]
+base: [method=dpsd, %s]
 cells:
   - [privacy=none, method.steps_per_iteration=1]
   - [privacy=none, method.steps_per_iteration=2]
   - [privacy=label, privacy.noiseless=true, method.steps_per_iteration=1]
-smoke: [%s]
 """ % ", ".join(TINY)
 
 
@@ -180,7 +179,7 @@ def test_a_drop_over_rungs_not_run_is_named_between_the_finished_ones_and_not_at
     assert "fewer than two rungs" in ladder_report.diagnosis("dgd (label)", _rows({"R0": 99.2}))
 
 
-def test_an_on_demand_spec_names_its_own_budget_instead_of_the_smoke_pipeline_check(study):
+def test_an_on_demand_spec_names_its_own_budget_instead_of_the_smoke_scale(study):
     """The ladder runs at its spec's own budget (its smoke list) under scale=smoke; its section and the page's
     scale line say so, while a spec without a budget of its own keeps the smoke scale's line."""
     markdown = study["markdown"].read_text()

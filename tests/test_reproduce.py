@@ -29,6 +29,7 @@ def _listing(summaries: list[dict]) -> list[tuple]:
 
 
 @pytest.mark.parametrize("specs, scale", [(["dpsd_direct_training", "readings_dgd_r3"], "smoke"),
+                                          (["dp_dfd_fig3", "quickstart"], "check"),
                                           (["dafl_table1", "quickstart"], "laptop")])
 def test_the_fast_plan_lists_exactly_the_cells_composing_each_through_hydra_does(tmp_path, monkeypatch, specs, scale):
     """Specs with several methods, datasets and group choices, some cells done or stale in the runs archive, others
@@ -154,7 +155,7 @@ def test_scale_pages_runs_each_spec_at_the_scale_of_its_page(tmp_path, capsys):
 
     specs = tmp_path / "sweeps"
     (specs / "common").mkdir(parents=True)
-    (specs / "common" / "smoke.yaml").write_text("{}\n")
+    (specs / "common" / "check.yaml").write_text("{}\n")
     base = ["method=dpsd", "privacy=label", "device=cpu", "++method.iterations=2", "++method.batch_size=16"]
     for name, extra in (("table", {}), ("study", {"on_demand": True}), ("elsewhere", {})):
         (specs / f"{name}.yaml").write_text(yaml.safe_dump({"name": name, "paper": None, "base": base,

@@ -24,7 +24,7 @@ TINY = ["device=cpu", "model.teacher.recipe.steps=30", "++method.iterations=2", 
 
 def write(folder, **fields):
     (folder / "common").mkdir(exist_ok=True)
-    (folder / "common" / "smoke.yaml").write_text("{}\n")
+    (folder / "common" / "check.yaml").write_text("{}\n")
     spec = {"name": "study", "feeds": {"kind": "sensitivity", "id": "study"},
             "base": ["method=dpsd", "privacy=label", *TINY], **fields}
     path = folder / "study.yaml"
@@ -49,7 +49,7 @@ def test_a_bad_search_block_is_one_line_naming_what_is_accepted(tmp_path, block,
 
 def test_a_study_searches_around_one_cell_without_its_seed_or_searched_keys(tmp_path):
     spec = load_spec(write(tmp_path, search={"method.student_lr": {"loguniform": [1e-4, 0.1]}},
-                           smoke=["method.student_lr=0.5"]))
+                           smoke=["method.student_lr=0.5"], on_demand=True))
     base = study_overrides(spec, "smoke", [])
     assert "method=dpsd" in base and not any(o.startswith(("seed=", "method.student_lr")) for o in base)
     grid = load_spec(write(tmp_path, search={"method.student_lr": {"loguniform": [1e-4, 0.1]}},
@@ -149,7 +149,7 @@ def study_specs(folder):
     """``folder/sweeps`` with the tiny study and a second study never run."""
     specs = folder / "sweeps"
     (specs / "common").mkdir(parents=True)
-    (specs / "common" / "smoke.yaml").write_text("{}\n")
+    (specs / "common" / "check.yaml").write_text("{}\n")
     (specs / "tiny_study.yaml").write_text(yaml.safe_dump(STUDY_SPEC))
     (specs / "other_study.yaml").write_text(yaml.safe_dump({**STUDY_SPEC, "name": "other_study",
                                                             "feeds": {**STUDY_SPEC["feeds"], "id": "other_study"}}))

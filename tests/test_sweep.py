@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 from dpsd.config import compose
 from dpsd.errors import ConfigError
 from dpsd.sweep.runner import run_sweep, run_sweeps
-from dpsd.sweep.spec import REPO_SWEEPS, common_smoke, config_hash, expand_cells, load_spec, split_scale
+from dpsd.sweep.spec import REPO_SWEEPS, common_check, config_hash, expand_cells, load_spec, split_scale
 from dpsd.report.tables import code_cell
 from dpsd.sweep.store import DATA_ABSENT, DONE, recorded_hashes
 from dpsd.sweep.summary import format_summary
@@ -34,9 +34,9 @@ TINY = ["device=cpu", "model.teacher.recipe.steps=30", "++method.iterations=2", 
 
 
 def write_spec(folder: Path, name: str, **fields) -> Path:
-    """A spec in ``folder``, with an empty ``common/smoke.yaml`` beside it unless the folder has one
-    (these tests size their cells with TINY, not the package's shared smoke list)."""
-    shared = folder / "common" / "smoke.yaml"
+    """A spec in ``folder``, with an empty ``common/check.yaml`` beside it unless the folder has one
+    (these tests size their cells with TINY, not the package's shared check list)."""
+    shared = folder / "common" / "check.yaml"
     if not shared.exists():
         shared.parent.mkdir(parents=True, exist_ok=True)
         shared.write_text("{}\n")
@@ -63,23 +63,25 @@ def sqlite_uri(results: Path) -> str:
 # Fast: specs, cells, hashes, dry runs
 
 
-def test_expand_cells_grid_explicit_seeds_and_smoke(tmp_path):
+def test_expand_cells_grid_explicit_seeds_and_check(tmp_path):
     path = write_spec(tmp_path, "grid", grid={"privacy.epsilon": [1, 10], "privacy.k": [3, 5]},
                       cells=[["method=dpsd_t", "privacy.epsilon=2"]], seeds=[0, 1],
-                      smoke=["method.iterations=7", "method.batch_size=8"])
-    cells = expand_cells(path, "smoke", ["method.batch_size=4"])
+                      check=["method.iterations=7", "method.batch_size=8"])
+    cells = expand_cells(path, "check", ["method.batch_size=4"])
     assert [c.label for c in cells[:3]] == ["privacy.epsilon=1 privacy.k=3 seed=0",
                                             "privacy.epsilon=1 privacy.k=3 seed=1",
                                             "privacy.epsilon=1 privacy.k=5 seed=0"]
     assert len(cells) == (2 * 2 + 1) * 2
     assert cells[-1].label == "method=dpsd_t privacy.epsilon=2 seed=1" and cells[-1].method == "dpsd_t"
     cfg = cells[-1].compose()
-    # smoke overrides apply under scale=smoke, the command line's overrides win over everything
+    # check overrides apply under scale=check, the command line's overrides win over everything
     assert (cfg.method.iterations, cfg.method.batch_size, cfg.seed, cfg.privacy.epsilon) == (7, 4, 1, 2)
-    assert len({c.config_hash for c in cells}) == len(cells)
+    assert cfg.scale.name == "check" and len({c.config_hash for c in cells}) == len(cells)
     paper = expand_cells(path, "paper", [])
-    assert paper[0].compose().method.iterations == 2  # the base's, not smoke's; scale=paper is set
+    assert paper[0].compose().method.iterations == 2  # the base's, not check's; scale=paper is set
     assert paper[0].compose().scale.name == "paper" and paper[0].config_hash != cells[0].config_hash
+    smoke = expand_cells(path, "smoke", [])  # the smoke scale alone: no check list
+    assert smoke[0].compose().method.iterations == 2 and smoke[0].compose().scale.name == "smoke"
 
 
 def test_seeds_n_runs_every_cell_at_seeds_0_to_n_minus_1_in_place_of_the_specs_list(tmp_path):
@@ -93,23 +95,35 @@ def test_seeds_n_runs_every_cell_at_seeds_0_to_n_minus_1_in_place_of_the_specs_l
         run_sweep(path, "smoke", overrides, dry_run=True, seeds=0)
 
 
-def test_shared_smoke_list_yields_to_what_a_spec_varies(tmp_path):
-    """common/smoke.yaml beside the specs applies at smoke scale only, less the keys a spec's cells
-    vary or its own smoke list sets; the spec's own list comes last."""
+def test_shared_check_list_yields_to_what_a_spec_varies(tmp_path):
+    """common/check.yaml beside the specs applies at check scale only, less the keys a spec's cells
+    vary or its own check list sets; the spec's own list comes last."""
     (tmp_path / "common").mkdir(exist_ok=True)
-    (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump(
-        {"smoke": ["method.iterations=3", "method.batch_size=12", "++method.generator_iterations=5", "privacy.k=4"]}))
-    path = write_spec(tmp_path, "shared", grid={"method.batch_size": [8, 16]}, smoke=["privacy.k=2"])
-    assert load_spec(path).smoke == ("method.iterations=3", "++method.generator_iterations=5", "privacy.k=2")
-    smoke = [c.compose() for c in expand_cells(path, "smoke")]
-    assert [(c.method.iterations, c.method.batch_size, c.privacy.k) for c in smoke] == [(3, 8, 2), (3, 16, 2)]
-    assert expand_cells(path, "paper")[0].compose().method.iterations == 2  # the base's TINY value
+    (tmp_path / "common" / "check.yaml").write_text(yaml.safe_dump(
+        {"check": ["method.iterations=3", "method.batch_size=12", "++method.generator_iterations=5", "privacy.k=4"]}))
+    path = write_spec(tmp_path, "shared", grid={"method.batch_size": [8, 16]}, check=["privacy.k=2"])
+    assert load_spec(path).check == ("method.iterations=3", "++method.generator_iterations=5", "privacy.k=2")
+    assert load_spec(path).smoke == ()
+    check = [c.compose() for c in expand_cells(path, "check")]
+    assert [(c.method.iterations, c.method.batch_size, c.privacy.k) for c in check] == [(3, 8, 2), (3, 16, 2)]
+    for scale in ("smoke", "paper"):  # the base's TINY value: neither list applies
+        assert expand_cells(path, scale)[0].compose().method.iterations == 2
     (tmp_path / "elsewhere").mkdir()
     alone = tmp_path / "elsewhere" / "alone.yaml"  # no common/ beside it: the package's shared list
     alone.write_text(yaml.safe_dump({"name": "alone", "paper": None, "feeds": {"kind": "table", "id": "alone",
-                                     "reference": "none"}, "grid": {"privacy.epsilon": [1]}, "smoke": ["privacy.k=2"]}))
-    assert load_spec(alone).smoke == (*common_smoke(REPO_SWEEPS / "any.yaml"), "privacy.k=2")
-    assert "model.teacher.recipe.steps=200" in load_spec(alone).smoke
+                                     "reference": "none"}, "grid": {"privacy.epsilon": [1]}, "check": ["privacy.k=2"]}))
+    assert load_spec(alone).check == (*common_check(REPO_SWEEPS / "any.yaml"), "privacy.k=2")
+    assert "model.teacher.recipe.steps=200" in load_spec(alone).check
+
+
+def test_a_smoke_list_is_an_on_demand_specs_budget_alone(tmp_path):
+    """scale=smoke is the smoke scale wherever it is used: a spec that is not on demand runs there as ``dpsd run
+    scale=smoke`` composes it, so a smoke list on it (the pipeline check's list under its old name) is refused in
+    one line that names check."""
+    path = write_spec(tmp_path, "old", grid={"privacy.epsilon": [1]}, smoke=["method.iterations=3"])
+    with pytest.raises(ConfigError, match="not on demand.*check") as caught:
+        load_spec(path)
+    assert "\n" not in str(caught.value)
 
 
 def test_a_cells_own_value_beats_the_specs_smoke_list_and_cells_that_collapse_are_refused(tmp_path):
@@ -161,7 +175,7 @@ def test_bad_specs_and_scales_are_one_line_errors(tmp_path):
         load_spec(path)
     with pytest.raises(ConfigError, match="no sweep spec"):
         load_spec(tmp_path / "missing.yaml")
-    with pytest.raises(ConfigError, match="scale must be one of smoke, laptop, paper"):
+    with pytest.raises(ConfigError, match="scale must be one of check, smoke, laptop, paper"):
         split_scale(["scale=huge"])
     assert split_scale(["scale=paper", "seed=3"]) == ("paper", ["seed=3"])
     path = write_spec(tmp_path, "typo", grid={"dataset": ["mnsit"]})
@@ -676,37 +690,42 @@ def test_a_local_sweeps_ray_listens_on_loopback_only():
     assert {"gcs_server", "raylet"} <= {name for names in listening.values() for name in names}, listening
     loopback = re.compile(r"^(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]|\[::1\]):\d+$")
     assert all(loopback.match(address) for address in listening), listening
-def test_smoke_caps_leave_out_the_cells_above_an_amount_cap_at_smoke_scale_only(tmp_path):
+def test_check_caps_leave_out_the_cells_above_an_amount_cap_at_check_scale_only(tmp_path):
     (tmp_path / "common").mkdir(exist_ok=True)
-    (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump(
-        {"smoke": ["++method.iterations=3"], "caps": {"method.num_teachers": 5}}))
+    (tmp_path / "common" / "check.yaml").write_text(yaml.safe_dump(
+        {"check": ["++method.iterations=3"], "caps": {"method.num_teachers": 5}}))
     path = write_spec(tmp_path, "capped", base=["method=dgd"], grid={"method.num_teachers": [2, 5, 10]})
-    assert [c.compose().method.num_teachers for c in expand_cells(path, "smoke")] == [2, 5]
-    assert [c.compose().method.num_teachers for c in expand_cells(path, "laptop")] == [2, 5, 10]
+    assert [c.compose().method.num_teachers for c in expand_cells(path, "check")] == [2, 5]
+    for scale in ("smoke", "laptop"):
+        assert [c.compose().method.num_teachers for c in expand_cells(path, scale)] == [2, 5, 10]
     fixed = write_spec(tmp_path, "fixed", base=["method=dgd", "method.num_teachers=10"], seeds=[0, 1])
-    assert len(expand_cells(fixed, "smoke")) == 2  # a size the spec sets for every cell is no amount axis
-    (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump({"caps": {"method.num_teachers": "many"}}))
+    assert len(expand_cells(fixed, "check")) == 2  # a size the spec sets for every cell is no amount axis
+    (tmp_path / "common" / "check.yaml").write_text(yaml.safe_dump({"caps": {"method.num_teachers": "many"}}))
     with pytest.raises(ConfigError, match="caps must map override keys to numbers"):
         load_spec(path)
 
 
-def test_an_on_demand_spec_runs_at_its_own_budget_without_the_shared_smoke_list_or_caps(tmp_path):
+def test_an_on_demand_spec_runs_at_its_own_budget_at_smoke_without_the_shared_check_list_or_caps(tmp_path):
     """The ladder's and the query budget's cells keep their sizes (and their config hashes) whatever
-    the shared pipeline-check sizes become."""
+    the shared pipeline-check sizes become: at smoke scale they take their own smoke list alone; at check scale
+    they are checked like any other spec."""
     (tmp_path / "common").mkdir(exist_ok=True)
-    (tmp_path / "common" / "smoke.yaml").write_text(yaml.safe_dump(
-        {"smoke": ["method.epochs=3", "privacy.k=4"], "caps": {"method.num_teachers": 5}}))
+    (tmp_path / "common" / "check.yaml").write_text(yaml.safe_dump(
+        {"check": ["method.epochs=3", "privacy.k=4"], "caps": {"method.num_teachers": 5}}))
     own = write_spec(tmp_path, "own", base=["method=pate"], grid={"method.num_teachers": [2, 10]},
                      smoke=["privacy.k=2"], on_demand=True)
-    assert load_spec(own).smoke == ("privacy.k=2",) and load_spec(own).smoke_caps == ()
+    assert load_spec(own).smoke == ("privacy.k=2",)
     cells = [c.compose() for c in expand_cells(own, "smoke")]
     scale_epochs = compose(["method=pate", "scale=smoke"]).method.epochs  # PATE's own smoke value, not the shared 3
     assert scale_epochs != 3
     assert [(c.method.num_teachers, c.method.epochs, c.privacy.k) for c in cells] == [(2, scale_epochs, 2),
                                                                                     (10, scale_epochs, 2)]
+    assert [(c.compose().method.num_teachers, c.compose().method.epochs, c.compose().privacy.k)
+            for c in expand_cells(own, "check")] == [(2, 3, 4)]  # the shared list and caps, not its budget
     shared = write_spec(tmp_path, "shared", base=["method=pate"], grid={"method.num_teachers": [2, 10]},
-                        smoke=["privacy.k=2"])
-    assert [(c.compose().method.num_teachers, c.compose().method.epochs) for c in expand_cells(shared, "smoke")] == [(2, 3)]
+                        check=["privacy.k=2"])
+    assert [(c.compose().method.num_teachers, c.compose().method.epochs) for c in expand_cells(shared, "check")] == [(2, 3)]
+    assert [c.compose().method.epochs for c in expand_cells(shared, "smoke")] == [scale_epochs] * 2
 
 
 def test_a_sweep_warns_before_it_runs_cells_whose_budgets_differ(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """sweeps/*.yaml: every spec loads, has the contract's fields, feeds a known reference table, and its
 cells compose into valid configs (sweeps/README.md: cell = base + grid combination or explicit cell +
-seed, then scale=<s> and, at smoke scale, the spec's smoke overrides)."""
+seed, then scale=<s> and, at check scale, the spec's check overrides; at smoke scale, an on-demand spec's smoke
+overrides)."""
 
 from __future__ import annotations
 
@@ -38,9 +39,16 @@ DGD_STUDIES = {"method.queries", "method.num_teachers", "privacy.query_epsilon"}
 
 
 def load(path: Path) -> dict:
-    """The spec as written, with ``smoke`` the list a cell gets (the shared list, then the spec's own)."""
+    """The spec as written, with ``check`` the list a cell gets at check scale (the shared list, then the spec's own)
+    and ``smoke`` the one it gets at smoke scale (an on-demand spec's own)."""
     spec = yaml.safe_load(path.read_text())
-    return {**spec, "smoke": list(load_spec(path).smoke)}
+    loaded = load_spec(path)
+    return {**spec, "check": list(loaded.check), "smoke": list(loaded.smoke)}
+
+
+def default_scale(spec: dict) -> str:
+    """The scale a spec's cells are sampled at: an on-demand spec's own budget (smoke), else the pipeline check."""
+    return "smoke" if spec.get("on_demand") else "check"
 
 
 def own_cells(spec: dict) -> list[list[str]]:
@@ -51,10 +59,11 @@ def own_cells(spec: dict) -> list[list[str]]:
 
 
 def full_overrides(spec: dict, own: list[str], scale: str, seed: int = 0) -> list[str]:
-    """The cell's overrides in sweeps/README.md's order; at smoke scale the smoke list less the keys the cell sets."""
+    """The cell's overrides in sweeps/README.md's order; at check (smoke) scale the check (smoke) list less the keys
+    the cell sets."""
     keys = {override_key(o) for o in own}
-    smoke = [o for o in spec.get("smoke") or [] if override_key(o) not in keys] if scale == "smoke" else []
-    return [*spec.get("base", []), *own, f"seed={seed}", f"scale={scale}", *smoke]
+    listed = [o for o in spec.get(scale) or [] if override_key(o) not in keys] if scale in ("check", "smoke") else []
+    return [*spec.get("base", []), *own, f"seed={seed}", f"scale={scale}", *listed]
 
 
 def table_ids(feeds: dict) -> list[str]:
@@ -97,7 +106,7 @@ def check_fields(path: Path) -> None:
     assert feeds["kind"] in KINDS and feeds["id"] and feeds["title"]
     if feeds["kind"] in ("curve", "sensitivity"):
         assert feeds.get("x"), "a curve or sensitivity plot names its x override key"
-    for field in ("base", "smoke"):
+    for field in ("base", "check", "smoke"):
         overrides = spec.get(field) or []
         assert isinstance(overrides, list) and all(isinstance(o, str) and "=" in o for o in overrides), field
     grid = spec.get("grid") or {}
@@ -110,6 +119,7 @@ def check_fields(path: Path) -> None:
     labels = [" ".join(c) for c in own_cells(spec)]
     assert len(labels) == len(set(labels)), "duplicate cells"
     assert all(isinstance(s, int) for s in spec.get("seeds", [0]))
+    assert spec.get("on_demand") or not spec["smoke"], "a smoke list is an on-demand spec's budget"
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
@@ -124,17 +134,17 @@ def check_feeds(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
-def test_the_shared_smoke_list_never_overrides_what_the_cells_vary(path):
-    check_smoke(path)
+def test_the_shared_check_list_never_overrides_what_the_cells_vary(path):
+    check_shared(path)
 
 
-def check_smoke(path: Path) -> None:
-    """A shared smoke override of a varied key would collapse the cells into one config: the loader leaves such keys
+def check_shared(path: Path) -> None:
+    """A shared check override of a varied key would collapse the cells into one config: the loader leaves such keys
     out of the shared list (a spec's own list may set one for the cells that do not: a cell's own value wins)."""
     spec = load(path)
     varied = set(spec.get("grid") or {}) | {override_key(o) for c in spec.get("cells") or [] for o in c}
-    own = set(yaml.safe_load(path.read_text()).get("smoke") or [])
-    shared_keys = {override_key(o) for o in spec.get("smoke") or [] if o not in own}
+    own = set(yaml.safe_load(path.read_text()).get("check") or [])
+    shared_keys = {override_key(o) for o in spec.get("check") or [] if o not in own}
     assert not varied & shared_keys, varied & shared_keys
 
 
@@ -153,14 +163,15 @@ def _sample(specs: list[dict]) -> list[tuple[dict, list[str]]]:
     return picked
 
 
-def _check_cells(cells: list[tuple[dict, list[str]]], scales=("smoke",)):
+def _check_cells(cells: list[tuple[dict, list[str]]], scales=(None,)):
+    """Each cell composed at ``scales`` (None: the spec's :func:`default_scale`)."""
     registered, skipped = set(METHODS.names()), []
     for spec, own in cells:
         method = method_of(spec, own)
         if method not in registered:
             skipped.append(f"{spec['name']}: {method}")
             continue
-        for scale in scales:
+        for scale in (scale or default_scale(spec) for scale in scales):
             cfg = compose(full_overrides(spec, own, scale))
             validate(cfg)
             # the sweep's composition (one Hydra call per set of group choices) gives compose's config
@@ -201,7 +212,7 @@ def test_sampled_cells_compose_and_validate():
 
 @pytest.mark.slow
 def test_every_cell_composes_at_both_scales():
-    _check_cells([(load(p), own) for p in SPECS for own in own_cells(load(p))], scales=("smoke", "paper"))
+    _check_cells([(load(p), own) for p in SPECS for own in own_cells(load(p))], scales=(None, "paper"))
 
 
 def test_cells_that_differ_only_in_values_share_one_hydra_composition():
@@ -228,13 +239,18 @@ def test_a_bad_override_gets_compose_s_one_line_error(overrides, message):
     assert "\n" not in str(caught.value)
 
 
-def test_a_smoke_cell_differs_from_its_paper_cell():
+def test_a_check_cell_differs_from_its_smoke_and_paper_cells():
+    """scale=check is the pipeline check (the shared check list: the small CNN, 10 iterations of 32); scale=smoke is
+    the smoke scale as `dpsd run scale=smoke` composes it (DPSD at 400 iterations of 128, the spec's own teacher)."""
     spec = load(REPO / "sweeps" / "dpsd_table1.yaml")
     own = own_cells(spec)[0]
-    smoke, paper = (compose(full_overrides(spec, own, s)) for s in ("smoke", "paper"))
-    assert paper.model.teacher.arch == "resnet34" and smoke.model.teacher.arch == "small_cnn"
-    assert paper.method.iterations == 200 and smoke.method.iterations == 10
-    assert smoke.privacy.epsilon == paper.privacy.epsilon == 1 and smoke.privacy.calibrate == "claimed"
+    check, smoke, paper = (compose(full_overrides(spec, own, s)) for s in ("check", "smoke", "paper"))
+    assert paper.model.teacher.arch == "resnet34" and check.model.teacher.arch == "small_cnn"
+    assert paper.method.iterations == 200 and (check.method.iterations, check.method.batch_size) == (10, 32)
+    assert (smoke.method.iterations, smoke.method.batch_size) == (400, 128)
+    assert smoke == compose([*spec["base"], *own, "seed=0", "scale=smoke"])
+    assert check.privacy.epsilon == paper.privacy.epsilon == 1 and check.privacy.calibrate == "claimed"
+    assert (check.scale.name, smoke.scale.name) == ("check", "smoke")
 
 
 STUDY = {"name": "label_rr_study", "paper": None, "seeds": [0, 1],
@@ -244,16 +260,16 @@ STUDY = {"name": "label_rr_study", "paper": None, "seeds": [0, 1],
 
 def test_a_study_of_ones_own_outside_sweeps_passes_the_spec_checks(tmp_path):
     """`paper: null` with `reference: none`, anywhere on disk, passes every check the
-    repository's specs pass, and gets the package's shared smoke list (not a common/ beside it)."""
+    repository's specs pass, and gets the package's shared check list (not a common/ beside it)."""
     path = tmp_path / "elsewhere" / "label_rr_study.yaml"
     path.parent.mkdir()
     path.write_text(yaml.safe_dump(STUDY))
     check_fields(path)
     check_feeds(path)
-    check_smoke(path)
-    _check_cells([(load(path), own) for own in own_cells(load(path))], scales=("smoke", "paper"))
-    assert "model.teacher.recipe.steps=200" in load(path)["smoke"]
-    assert load(path)["smoke"] == list(sweep_spec.common_smoke(REPO / "sweeps" / "any.yaml"))
+    check_shared(path)
+    _check_cells([(load(path), own) for own in own_cells(load(path))], scales=("check", "smoke", "paper"))
+    assert "model.teacher.recipe.steps=200" in load(path)["check"]
+    assert load(path)["check"] == list(sweep_spec.common_check(REPO / "sweeps" / "any.yaml"))
     with pytest.raises(AssertionError):  # a paper: null that feeds a paper's numbers is still refused
         bad = tmp_path / "elsewhere" / "bad.yaml"
         bad.write_text(yaml.safe_dump({**STUDY, "name": "bad", "feeds": {**STUDY["feeds"], "reference": "papers"}}))

@@ -36,6 +36,8 @@ CONTEXT_COLUMNS = ("Row", "Dataset", "ε", "Reported")
 COLUMNS = ("Row", "Cell", "Dataset", "ε (target)", "Reported", "Reproduced", "Difference",
            "ε claimed", "ε rigorous", "Neighbouring", "δ", "Seeds", "Minutes", "Code")
 SCALE_LINES = {
+    "check": "check scale: a pipeline check, its students near chance by design; not comparable to the paper's "
+             "hyper-parameters",
     "smoke": "smoke scale: not comparable to the paper's hyper-parameters",
     "laptop": "laptop scale: the smallest sizes at which the methods learn on 2 CPU cores, not the papers'",
     "paper": "paper scale: each paper's hyper-parameters for its own methods",
@@ -219,7 +221,7 @@ def own_budget_file(spec: Spec, scale: str) -> str | None:
 
 def scale_line(spec: Spec, scale: str) -> str:
     """What ``scale`` means for ``spec``'s cells: at scale=smoke an on-demand spec runs at its own budget
-    (:func:`own_budget_file`), not at the pipeline check's sizes that "smoke scale" names everywhere else."""
+    (:func:`own_budget_file`), not at the smoke scale's sizes alone that "smoke scale" names everywhere else."""
     own = own_budget_file(spec, scale)
     return OWN_BUDGET.format(own) if own else SCALE_LINES.get(scale, f"{scale} scale")
 

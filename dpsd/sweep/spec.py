@@ -27,13 +27,18 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import CONFIG_DIR, check_method_overrides, compose, config_hash, switch_noise_off
 from dpsd.errors import ConfigError
 
-SCALES = ("smoke", "laptop", "paper")
-SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "on_demand", "search")
+SCALES = ("check", "smoke", "laptop", "paper")
+"""The scales a spec runs at, smallest first: ``check`` is the pipeline check (``smoke``'s sizes shrunk further by
+the shared check list and the spec's own ``check`` list: every code path in the least compute, students near chance
+by design); ``smoke``, ``laptop`` and ``paper`` are ``dpsd/conf/scale/<name>.yaml``, as ``dpsd run scale=...``
+composes them (an on-demand spec adds its own ``smoke`` list at smoke: its budget)."""
+CHECK = "check"
+SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "check", "on_demand", "search")
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
-# The smoke overrides every spec shares (less the keys a spec varies): the package's
-# ``sweeps/common/smoke.yaml``, wherever the spec lies, unless the spec's folder has a ``common/smoke.yaml``
-# of its own (a set of specs that shrinks differently).
-COMMON_SMOKE = Path("common") / "smoke.yaml"
+# The check overrides every spec shares (less the keys a spec varies): the package's ``sweeps/common/check.yaml``,
+# wherever the spec lies, unless the spec's folder has a ``common/check.yaml`` of its own (a set of specs that
+# shrinks differently).
+COMMON_CHECK = Path("common") / "check.yaml"
 @dataclass(frozen=True)
 class Spec:
     """A sweep spec as written in ``sweeps/<name>.yaml`` (keys: SPEC_KEYS)."""
@@ -45,11 +50,14 @@ class Spec:
     grid: dict[str, tuple]
     cells: tuple[tuple[str, ...], ...]
     seeds: tuple[int, ...]
+    # an on-demand spec's own budget, applied at scale=smoke (the ladder's T and b; empty for every other spec)
     smoke: tuple[str, ...]
     path: str | None = None
-    smoke_caps: tuple[tuple[str, float], ...] = ()  # (key, cap): at smoke scale, cells above a cap are left out
+    # applied at scale=check: the shared check list (less the keys the spec varies), then the spec's own check list
+    check: tuple[str, ...] = ()
+    check_caps: tuple[tuple[str, float], ...] = ()  # (key, cap): at check scale, cells above a cap are left out
     # an experiment at its own budget (the ladder, the query budget): run when named (``dpsd sweep``,
-    # ``dpsd reproduce --only``), never by a bare ``dpsd reproduce``, whose smoke scale is a pipeline check
+    # ``dpsd reproduce --only``), never by a bare ``dpsd reproduce``, whose check scale is a pipeline check
     on_demand: bool = False
     search: dict = dataclasses.field(default_factory=dict)  # a study's ranges (dpsd.sweep.study), checked there
 
@@ -95,24 +103,24 @@ def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def shared_smoke_file(spec_file: Path) -> Path:
-    """The shared smoke file a spec gets: its folder's :data:`COMMON_SMOKE`, else the package's
-    (``sweeps/common/smoke.yaml``): a study of one's own anywhere on disk is shrunk like the repository's."""
-    beside = spec_file.parent / COMMON_SMOKE
-    return beside if beside.is_file() else REPO_SWEEPS / COMMON_SMOKE
+def shared_check_file(spec_file: Path) -> Path:
+    """The shared check file a spec gets: its folder's :data:`COMMON_CHECK`, else the package's
+    (``sweeps/common/check.yaml``): a study of one's own anywhere on disk is shrunk like the repository's."""
+    beside = spec_file.parent / COMMON_CHECK
+    return beside if beside.is_file() else REPO_SWEEPS / COMMON_CHECK
 
 
-def common_smoke(spec_file: Path) -> tuple[str, ...]:
-    """The shared smoke list (:func:`shared_smoke_file`); () if there is none."""
-    shared = shared_smoke_file(spec_file)
+def common_check(spec_file: Path) -> tuple[str, ...]:
+    """The shared check list (:func:`shared_check_file`); () if there is none."""
+    shared = shared_check_file(spec_file)
     if not shared.is_file():
         return ()
-    return _overrides((yaml.safe_load(shared.read_text()) or {}).get("smoke"), f"{shared}: smoke")
+    return _overrides((yaml.safe_load(shared.read_text()) or {}).get("check"), f"{shared}: check")
 
 
-def common_smoke_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
-    """The shared list's ``caps`` (``key: largest value run at smoke scale``); () if there are none."""
-    shared = shared_smoke_file(spec_file)
+def common_check_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
+    """The shared list's ``caps`` (``key: largest value run at check scale``); () if there are none."""
+    shared = shared_check_file(spec_file)
     caps = (yaml.safe_load(shared.read_text()) or {}).get("caps") if shared.is_file() else None
     if caps is None:
         return ()
@@ -121,12 +129,12 @@ def common_smoke_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
     return tuple((str(k), float(v)) for k, v in caps.items())
 
 
-def over_smoke_cap(spec: Spec, cfg: DictConfig) -> bool:
-    """Whether a cell exceeds a shared smoke cap on a key the spec varies (its grid or cells: an amount
+def over_check_cap(spec: Spec, cfg: DictConfig) -> bool:
+    """Whether a cell exceeds a shared check cap on a key the spec varies (its grid or cells: an amount
     axis such as teachers or synthetic images); sizes a spec sets for all its cells are not capped."""
     varied = varied_keys(spec)
     return any((value := OmegaConf.select(cfg, key)) is not None and value > cap
-               for key, cap in spec.smoke_caps if key in varied)
+               for key, cap in spec.check_caps if key in varied)
 
 
 _SEED = re.compile(r"^\+{0,2}seed=")
@@ -142,19 +150,20 @@ def varied_keys(spec: Spec) -> set[str]:
     return set(spec.grid) | {override_key(o) for cell in spec.cells for o in cell}
 
 
-def smoke_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]], own: Sequence[str]) -> tuple[str, ...]:
-    """A spec's smoke overrides: the shared list less every key the cells vary (``grid``, ``cells``)
-    or the spec's own ``smoke`` list sets (a shared value must never collapse the cells a spec
+def check_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]], own: Sequence[str]) -> tuple[str, ...]:
+    """A spec's check overrides: the shared list less every key the cells vary (``grid``, ``cells``)
+    or the spec's own ``check`` list sets (a shared value must never collapse the cells a spec
     varies), then the spec's own list. ``base`` keys are not dropped: the shared list is what swaps a
     paper's base teacher for the small CNN."""
     varied = {override_key(o) for o in [*own, *itertools.chain.from_iterable(cells)]} | set(grid)
-    return tuple(o for o in common_smoke(spec_file) if override_key(o) not in varied) + tuple(own)
+    return tuple(o for o in common_check(spec_file) if override_key(o) not in varied) + tuple(own)
 
 
 def load_spec(path: str | os.PathLike) -> Spec:
-    """Read and check a sweep spec; unknown keys or malformed entries are a ConfigError. Its
-    ``smoke`` is :func:`smoke_overrides` (the shared list, then the spec's own), or for an
-    ``on_demand`` spec (an experiment at its own budget) its own list alone, without the shared caps."""
+    """Read and check a sweep spec; unknown keys or malformed entries are a ConfigError. Its ``check`` is
+    :func:`check_overrides` (the shared list, then the spec's own), with the shared caps; its ``smoke`` is an
+    ``on_demand`` spec's own list (an experiment at its own budget at scale=smoke): a spec that is not on demand
+    runs at scale=smoke as ``dpsd run scale=smoke`` composes it, so a ``smoke`` list there is an error."""
     path = spec_path(path)
     raw = yaml.safe_load(path.read_text()) or {}
     if not isinstance(raw, dict):
@@ -173,14 +182,17 @@ def load_spec(path: str | os.PathLike) -> Spec:
     on_demand = raw.get("on_demand", False)
     if not isinstance(on_demand, bool):
         raise ConfigError(f"{path}: on_demand must be true or false, got {on_demand!r}")
-    own = _overrides(raw.get("smoke"), f"{path}: smoke")
-    # an experiment at its own budget: its smoke list is its own, neither the shared sizes nor their caps
-    smoke = own if on_demand else smoke_overrides(path, grid, cells, own)
+    smoke = _overrides(raw.get("smoke"), f"{path}: smoke")
+    if smoke and not on_demand:
+        raise ConfigError(f"{path}: smoke is an on-demand spec's own budget at scale=smoke; this spec is not on "
+                          "demand, so it runs at scale=smoke as `dpsd run scale=smoke` does: name its pipeline "
+                          "check's overrides check (applied at scale=check, after sweeps/common/check.yaml)")
+    own = _overrides(raw.get("check"), f"{path}: check")
     return Spec(
         name=str(raw.get("name") or path.stem), paper=raw.get("paper"), feeds=dict(raw.get("feeds") or {}),
         base=base, grid={str(k): tuple(v) for k, v in grid.items()},
         cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path),
-        smoke_caps=() if on_demand else common_smoke_caps(path),
+        check=check_overrides(path, grid, cells, own), check_caps=common_check_caps(path),
         on_demand=on_demand, search=dict(raw.get("search") or {}),
     )
 
@@ -223,7 +235,7 @@ def composed(overrides: Sequence[str]) -> DictConfig:
     """:func:`dpsd.config.compose`'s config for ``overrides``, as a copy the caller may change, at one
     Hydra composition per distinct set of *group* choices in a process.
 
-    ``dpsd reproduce --scale smoke`` composes 479 cells to plan (and the report composes them again);
+    ``dpsd reproduce --scale check`` composes 479 cells to plan (and the report composes them again);
     one composition took 140 ms alone on this 2-core machine, while most cells differ only in values
     (``seed=``, ``privacy.epsilon=``). So the group overrides (``method=``, ``privacy=``, ``scale=``, ...)
     are composed by Hydra once and cached, and the value overrides (``key=v``, ``++key=v``, ``~key``) are
@@ -262,7 +274,7 @@ def _finished(overrides: tuple[str, ...]) -> DictConfig:
 
 def _parsed(override: str) -> Override:
     """Hydra's parse of one override (its parser's ``parse_overrides`` parses a list one by one), parsed once per
-    distinct string: a sweep's cells repeat their base and smoke overrides. An override whose value is a list or
+    distinct string: a sweep's cells repeat their base and scale lists' overrides. An override whose value is a list or
     a dict is handed out as a copy, so that no cell can change another's value."""
     parsed = _parse_once(override)
     return copy.deepcopy(parsed) if isinstance(parsed.value(), (list, dict)) else parsed
@@ -371,25 +383,27 @@ def expand_cells(spec: Spec | str | os.PathLike, scale: str = "smoke", overrides
 
 def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
                    overrides: Sequence[str] = ()) -> list[tuple[Cell, DictConfig]]:
-    """:func:`expand_cells` with each cell's composed config. At smoke scale a cell's own value of a key beats the
-    spec's smoke list (a ladder's budget sets ``++method.queries=400``; its cell ``method.queries=2000`` stays 2,000):
-    the list comes after the cell, so the keys the cell sets are left out of it; the command line's come last."""
+    """:func:`expand_cells` with each cell's composed config. A scale's list of the spec (at smoke an on-demand
+    spec's own ``smoke``, at check its ``check``) comes after the cell, less the keys the cell sets: a cell's own
+    value beats it (a ladder's budget sets ``++method.queries=400``; its cell ``method.queries=2000`` stays 2,000);
+    the command line's come last. At check scale the cells above a shared cap are left out."""
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    listed = {"smoke": spec.smoke, CHECK: spec.check}.get(scale, ())
     cells = []
     for own in cell_overrides(spec):
         keys = {override_key(o) for o in own}
-        smoke = [o for o in spec.smoke if override_key(o) not in keys] if scale == "smoke" else []
+        extra = [o for o in listed if override_key(o) not in keys]
         for seed in spec.seeds:
             mine = [*own, f"seed={seed}"]
-            full = (*spec.base, *mine, f"scale={scale}", *smoke, *overrides)
+            full = (*spec.base, *mine, f"scale={scale}", *extra, *overrides)
             try:
                 cfg = composed(full)
             except ConfigError as err:
                 raise ConfigError(f"sweep {spec.name}, cell {' '.join(mine)}: {err}") from None
-            if scale == "smoke" and over_smoke_cap(spec, cfg):
+            if scale == CHECK and over_check_cap(spec, cfg):
                 continue
             cells.append((Cell(spec.name, " ".join(mine), full, config_hash(cfg),
                                str(cfg.dataset.name), str(cfg.method.name)), cfg))
