@@ -181,7 +181,7 @@ def check_method_node(cfg: DictConfig, option: str | None = None, added: set[str
     a switch outside its Enum or a value of the wrong type is one line naming what is accepted; a
     field the YAML does not set, or a key the YAML (or a ``method_scale`` file) sets that the
     dataclass does not declare, is one line naming the key and where to add it. Keys added on the
-    command line with ``+``/``++`` (``added``: a sweep's shared smoke list adds other methods' keys)
+    command line with ``+``/``++`` (``added``: the shared check list adds other methods' keys)
     are left alone; the config itself is not changed. ``option`` is the chosen ``conf/method`` file."""
     option = option or cfg.method.name
     method = _registered(cfg.method.name, option)
