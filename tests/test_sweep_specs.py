@@ -274,3 +274,11 @@ def test_a_study_of_ones_own_outside_sweeps_passes_the_spec_checks(tmp_path):
         bad = tmp_path / "elsewhere" / "bad.yaml"
         bad.write_text(yaml.safe_dump({**STUDY, "name": "bad", "feeds": {**STUDY["feeds"], "reference": "papers"}}))
         check_fields(bad)
+
+
+def test_a_spec_with_a_key_written_twice_is_refused_in_one_line(tmp_path):
+    """PyYAML keeps the last of two equal keys silently; a spec that says ``seeds`` twice is an error naming the line."""
+    spec = tmp_path / "twice.yaml"
+    spec.write_text("name: twice\nseeds: [0]\nseeds: [0, 1, 2]\ngrid: {seed: [0]}\n")
+    with pytest.raises(ConfigError, match=r"twice\.yaml, line 3: key 'seeds' is written twice"):
+        load_spec(spec)

@@ -159,13 +159,34 @@ def check_overrides(spec_file: Path, grid: dict, cells: Sequence[Sequence[str]],
     return tuple(o for o in common_check(spec_file) if override_key(o) not in varied) + tuple(own)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (PyYAML keeps the last one silently: a spec
+    with two ``seeds:`` lines would run the second and read as the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(f"{node.start_mark.name}, line {key_node.start_mark.line + 1}: key {key!r} is written "
+                                  "twice in one mapping; keep one")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_spec_yaml(path: Path) -> Any:
+    """A spec file's YAML (:class:`_UniqueKeyLoader`: a duplicated key is a ConfigError)."""
+    with open(path, encoding="utf-8") as stream:  # a stream, so that the error names the file
+        return yaml.load(stream, Loader=_UniqueKeyLoader)
+
+
 def load_spec(path: str | os.PathLike) -> Spec:
     """Read and check a sweep spec; unknown keys or malformed entries are a ConfigError. Its ``check`` is
     :func:`check_overrides` (the shared list, then the spec's own), with the shared caps; its ``smoke`` is an
     ``on_demand`` spec's own list (an experiment at its own budget at scale=smoke): a spec that is not on demand
     runs at scale=smoke as ``dpsd run scale=smoke`` composes it, so a ``smoke`` list there is an error."""
     path = spec_path(path)
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_spec_yaml(path) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a sweep spec is a mapping with keys {', '.join(SPEC_KEYS)}")
     unknown = sorted(set(raw) - set(SPEC_KEYS))
