@@ -27,12 +27,12 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import CONFIG_DIR, check_method_overrides, compose, config_hash, switch_noise_off
 from dpsd.errors import ConfigError
 
-SCALES = ("check", "smoke", "laptop", "paper")
+CHECK = "check"
+SCALES = (CHECK, "smoke", "laptop", "paper")
 """The scales a spec runs at, smallest first: ``check`` is the pipeline check (``smoke``'s sizes shrunk further by
 the shared check list and the spec's own ``check`` list: every code path in the least compute, students near chance
 by design); ``smoke``, ``laptop`` and ``paper`` are ``dpsd/conf/scale/<name>.yaml``, as ``dpsd run scale=...``
 composes them (an on-demand spec adds its own ``smoke`` list at smoke: its budget)."""
-CHECK = "check"
 SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "check", "on_demand", "search")
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 # The check overrides every spec shares (less the keys a spec varies): the package's ``sweeps/common/check.yaml``,
@@ -110,18 +110,22 @@ def shared_check_file(spec_file: Path) -> Path:
     return beside if beside.is_file() else REPO_SWEEPS / COMMON_CHECK
 
 
+def _shared_check(spec_file: Path) -> dict:
+    """The shared check file's contents (:func:`shared_check_file`, read as a spec is: a duplicated key is an
+    error); {} if there is none."""
+    shared = shared_check_file(spec_file)
+    return (read_spec_yaml(shared) or {}) if shared.is_file() else {}
+
+
 def common_check(spec_file: Path) -> tuple[str, ...]:
     """The shared check list (:func:`shared_check_file`); () if there is none."""
-    shared = shared_check_file(spec_file)
-    if not shared.is_file():
-        return ()
-    return _overrides((yaml.safe_load(shared.read_text()) or {}).get("check"), f"{shared}: check")
+    return _overrides(_shared_check(spec_file).get("check"), f"{shared_check_file(spec_file)}: check")
 
 
 def common_check_caps(spec_file: Path) -> tuple[tuple[str, float], ...]:
     """The shared list's ``caps`` (``key: largest value run at check scale``); () if there are none."""
     shared = shared_check_file(spec_file)
-    caps = (yaml.safe_load(shared.read_text()) or {}).get("caps") if shared.is_file() else None
+    caps = _shared_check(spec_file).get("caps")
     if caps is None:
         return ()
     if not isinstance(caps, dict) or not all(isinstance(v, (int, float)) for v in caps.values()):
