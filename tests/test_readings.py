@@ -244,3 +244,18 @@ def test_a_full_readings_spec_runs_every_faithful_combination_once_at_one_teache
         assert len(at) == space and coverage(at) == {"combinations": space, "space": space,
                                                      "teacher": at["teacher"].iloc[0]}, method
         assert f"{space} combinations" in design, method
+
+
+def test_a_budget_spec_reads_one_row_per_method_and_budget_in_the_axis_order():
+    """A spec whose feeds name an ``axis`` runs one reading over a budget: its table keeps each budget apart (two
+    budgets of one reading are not pooled as one run) and orders each method's by the axis's value."""
+    frame = pd.DataFrame([{"status": "run", "method": method, "group": f"{method} {steps}", "seed": seed,
+                           "accuracy": accuracy + seed,
+                           "config": compose([f"method={method}", "dataset=digits", f"method.iterations={steps}"])}
+                          for method, steps, accuracy in (("dpsd", 3000, 80.0), ("dpsd", 400, 60.0),
+                                                          ("dpsd_t", 1200, 70.0)) for seed in (0, 1)])
+    rows = seed_rows(frame, axis="method.iterations")
+    table = readings_design.budget_table(rows, "method.iterations")
+    assert table[["Method", "method.iterations"]].values.tolist() == [["dpsd", 400], ["dpsd", 3000], ["dpsd_t", 1200]]
+    assert table["R3 (%)"].tolist() == ["60.50 ± 0.71", "80.50 ± 0.71", "70.50 ± 0.71"]
+    assert table["Per seed"].tolist()[0] == "60.00, 61.00" and set(table["Seeds"]) == {2}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 from dpsd.report.cells import RUN
 from dpsd.report.readings import (DPSD_SWITCHES, FAITHFUL, READ_METHODS, READERS, SUBSTITUTE, SWITCH_SETS, TEACHER,
@@ -36,16 +37,33 @@ def switches_of(rows: pd.DataFrame) -> tuple[Switch, ...]:
     return SWITCH_SETS[methods[0]].switches if methods else DPSD_SWITCHES
 
 
-def seed_rows(frame: pd.DataFrame, rung: str = DEFAULT_RUNG) -> pd.DataFrame:
+def seed_rows(frame: pd.DataFrame, rung: str = DEFAULT_RUNG, axis: str | None = None) -> pd.DataFrame:
     """One row per finished seed of a readings spec run at ``rung`` (its ``feeds.rung``): method, group, seed,
     accuracy, whether other code of its method than this checkout's recorded it (``stale``), the rung and each
-    switch's value."""
+    switch's value; with ``axis`` (a budget spec's ``feeds.axis``, a config key) also that key's value, in a column
+    named by it."""
     done = frame[frame["status"] == RUN]
     rows = [{"method": row["method"], "group": row["group"], "seed": row["seed"], "accuracy": row["accuracy"],
              "stale": "code_version" in row and is_stale(row["code_version"]),
-             "config_hash": row.get("config_hash", ""), "rung": rung, **switch_values(row["config"])}
+             "config_hash": row.get("config_hash", ""), "rung": rung, **switch_values(row["config"]),
+             **({axis: OmegaConf.select(row["config"], axis)} if axis else {})}
             for _, row in done.iterrows()]
-    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "stale", "config_hash", "rung", *READERS])
+    return pd.DataFrame(rows, columns=["method", "group", "seed", "accuracy", "stale", "config_hash", "rung", *READERS,
+                                       *([axis] if axis else [])])
+
+
+def budget_table(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
+    """A budget spec's table: per method (in the order they ran) and value of ``axis`` (increasing) the accuracy mean ± sample std
+    over its seeds (marked stale where other code of the method recorded a seed), the seeds and each seed's
+    accuracy. One reading per method: what varies is the budget, not a switch."""
+    out = []
+    groups = [(method, value, at) for method in dict.fromkeys(rows["method"])
+              for value, at in rows[rows["method"] == method].groupby(axis, sort=True)]
+    for method, value, at in groups:
+        stale = " (stale)" if at["stale"].any() else ""
+        out.append({"Method": method, axis: value, accuracy_column(rows): _mean_std(at["accuracy"]) + stale,
+                    "Seeds": len(at), "Per seed": ", ".join(f"{a:.2f}" for a in at.sort_values("seed")["accuracy"])})
+    return pd.DataFrame(out, columns=["Method", axis, accuracy_column(rows), "Seeds", "Per seed"])
 
 
 def spec_rung(feeds) -> str:

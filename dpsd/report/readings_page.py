@@ -12,11 +12,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from dpsd.config import compose
-from dpsd.report.figures import PNG_METADATA
+from dpsd.report.figures import PNG_METADATA, _label_log_axis, save_png
 from dpsd.report.readings import READ_METHODS, SWITCH_SETS, switch_values
-from dpsd.report.readings_design import (TIE, accuracy_column, centre_table, chosen_defaults, control_table, coverage,
-                                         interaction_table, main_effects, rung_of, run_table, search_summary,
-                                         switches_of, varied)
+from dpsd.report.readings_design import (TIE, accuracy_column, budget_table, centre_table, chosen_defaults,
+                                         control_table, coverage, interaction_table, main_effects, rung_of, run_table,
+                                         search_summary, switches_of, varied)
 from dpsd.report.scoreboard import MIN_SEEDS
 from dpsd.report.tables import markdown_table
 from dpsd.report.verdict import count_noun
@@ -60,6 +60,33 @@ def effects_figure(rows: pd.DataFrame, caption: str, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, metadata=PNG_METADATA)
     return path
+
+
+def budget_figure(rows: pd.DataFrame, axis: str, caption: str, path: Path) -> Path:
+    """A budget spec's plot: accuracy against ``axis`` (log scale, labelled at the values run), one line per method
+    (error bars: sample std over the seeds); a line still rising at its right end is a method cut short."""
+    fig = Figure(figsize=(5.2, 3.6), layout="constrained")
+    ax = fig.subplots()
+    for method, at in rows.groupby("method", sort=False):
+        by_value = at.groupby(axis)["accuracy"]
+        ax.errorbar(by_value.mean().index, by_value.mean(), yerr=by_value.std(ddof=1).fillna(0.0), marker="o",
+                    capsize=3, label=method)
+    ax.set_xscale("log")
+    _label_log_axis(ax, sorted(rows[axis].unique()))
+    ax.set_xlabel(axis)
+    ax.set_ylabel(f"{rung_of(rows)} student test accuracy (%)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.suptitle(caption, fontsize=8, wrap=True)
+    return save_png(fig, path)
+
+
+def budget_markdown(title: str, rows: pd.DataFrame, design: str, axis: str, figure: str | None) -> str:
+    """A budget spec's section: its design, the plot and :func:`~dpsd.report.readings_design.budget_table`."""
+    lines = [f"## {title}", "", design, ""]
+    if figure:
+        lines += [f"![Accuracy over {axis}]({figure})", ""]
+    return "\n".join(lines + [_table(budget_table(rows, axis)) if len(rows) else "Not run yet.", ""])
 
 
 def _table(frame: pd.DataFrame) -> str:

@@ -95,8 +95,18 @@ def render_ladders(spec: Spec, stem: str, groups, scale_line: str, out: Path, se
 def render_readings(spec: Spec, stem: str, frame, scale_line: str, out: Path, section: site.Section) -> None:
     """Kind ``readings``: the readings tables per method (:mod:`dpsd.report.readings_page`) and the main-effects plot."""
     rung = readings_design.spec_rung(spec.feeds)
-    rows = readings_design.seed_rows(frame, rung)
+    axis = spec.feeds.get("axis")
+    rows = readings_design.seed_rows(frame, rung, axis)
     title = f"{spec.feeds.get('title', spec.name)} ({scale_line})"
+    if axis:  # one reading over a budget: a curve, not a search
+        caption = f"{spec.feeds.get('title', spec.name)}: mean {rung} over {axis} (error bars: sample std over seeds); {scale_line}."
+        png = (readings_page.budget_figure(rows, axis, caption, out / "figures" / f"{stem}.png")
+               if rows[axis].nunique() > 1 else None)
+        if png is not None:
+            section.figures.append((png.relative_to(out).as_posix(), caption))
+        section.markdown = readings_page.budget_markdown(title, rows, str(spec.feeds.get("design", "")), axis,
+                                                         png.relative_to(out).as_posix() if png is not None else None)
+        return
     caption = (f"{spec.feeds.get('title', spec.name)}: mean {rung} at each value of each switch (error bars: sample std over "
                f"the runs and seeds at that value, which differ in the other switches); {scale_line}.")
     design = rows[rows["method"].isin(readings.READ_METHODS)]
