@@ -45,3 +45,19 @@ def test_a_fresh_checkouts_sweep_counts_archived_cells_as_done_or_stale(tmp_path
     assert cell_state(versions, "h2", "v1") == "stale"
     assert cell_state(versions, "h3", "v1") == "to_run"
     assert archived_versions(tmp_path / "absent.csv") == {} and archived_versions(None) == {}
+
+
+def test_a_cell_two_specs_share_is_named_by_the_spec_that_recorded_it():
+    """A budget spec's first point is a confirmation spec's run (one config hash): the archive keeps the overrides of
+    the spec whose sweep recorded the runs, whichever of the two a page renders last; a cell no run has yet gets the
+    first spec's."""
+    from dpsd.report.render import cell_overrides
+    from dpsd.sweep.spec import Cell
+
+    confirm = Cell("confirm", "seed=0", ("method=dpsd", "privacy=none", "seed=0"), "h1")
+    budget = Cell("budget", "method.iterations=400 seed=0", ("method=dpsd", "method.iterations=400", "seed=0"), "h1")
+    fresh = [Cell("budget", "seed=0", ("a=1",), "h2"), Cell("confirm", "seed=0", ("b=2",), "h2")]
+    assert cell_overrides([confirm, budget], {"h1": "confirm"})["h1"] == "method=dpsd privacy=none seed=0"
+    assert cell_overrides([budget, confirm], {"h1": "confirm"})["h1"] == "method=dpsd privacy=none seed=0"
+    assert cell_overrides([confirm, budget], {"h1": "budget"})["h1"] == "method=dpsd method.iterations=400 seed=0"
+    assert cell_overrides(fresh, {})["h2"] == "a=1"

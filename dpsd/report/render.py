@@ -38,7 +38,7 @@ from dpsd.report.settings import load_settings, settings_block, settings_html, s
 from dpsd.report.runs import absolute_artifact_uri, load_history, latest_per_cell, store_words, write_archive
 from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
 from dpsd.report.trends import claims_for, claims_path, load_claims
-from dpsd.sweep.spec import Spec, expand_configs, group_label, load_spec, varied_keys
+from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys
 from dpsd.tracking import tracking_uri
 
 DEFAULT_SPECS = Path("sweeps")
@@ -184,6 +184,17 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     return section
 
 
+def cell_overrides(cells: list[Cell], recorded_by: dict[str, str]) -> dict[str, str]:
+    """The archive's ``overrides`` of each cell by config hash: those of the spec whose sweep recorded its runs
+    (``recorded_by``: hash -> sweep) where that spec is among ``cells``' (a budget's first point is a confirmation's
+    run, the same config), else those of the first spec that has the cell."""
+    known: dict[str, str] = {}
+    for cell in cells:
+        if cell.config_hash not in known or recorded_by.get(cell.config_hash) == cell.spec:
+            known[cell.config_hash] = " ".join(cell.overrides)
+    return known
+
+
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
                   reference_csv: Path = DEFAULT_REFERENCE, out: Path = DEFAULT_OUT,
                   markdown: Path | None = None, archive: Path | None = None, update_archive: bool = False,
@@ -211,8 +222,9 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     history = load_history(uri, str(cfg.tracking.experiment), archive if archive and archive.exists() else None)
     runs = latest_per_cell(history) if len(history) else history.set_index("config_hash")
     if archive is not None and update_archive:
-        known = {cell.config_hash: " ".join(cell.overrides) for spec in loaded
-                 for cell, _ in expand_configs(spec, scale, list(overrides))}
+        recorded_by = dict(zip(history["config_hash"], history["sweep"])) if len(history) else {}
+        known = cell_overrides([cell for spec in loaded for cell, _ in expand_configs(spec, scale, list(overrides))],
+                               recorded_by)
         write_archive(history, archive, known, Path(cfg.results_dir))
     for needed in (Path(reference_csv), settings_path(reference_csv)):
         if not needed.is_file():
