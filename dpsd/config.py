@@ -253,6 +253,7 @@ def validate(cfg: DictConfig) -> None:
     from dpsd.data import DATASETS, dataset_info
     from dpsd.methods import METHODS
     from dpsd.methods.base import Method
+    from dpsd.models.teachers import DEFAULT_STEM, STEMS, TORCHVISION_FAMILIES
 
     DATASETS.get(cfg.dataset.name)
     method = METHODS.get(cfg.method.name)
@@ -288,6 +289,13 @@ def validate(cfg: DictConfig) -> None:
             f"privacy.k must lie in [2, {num_classes}] for {cfg.dataset.name} "
             f"({num_classes} classes), got {privacy.k}"
         )
+    stem = cfg.model.teacher.get("stem")
+    if stem is not None and stem not in STEMS:
+        raise ConfigError(f"model.teacher.stem must be one of {', '.join(STEMS)}, got {stem!r}")
+    if stem not in (None, DEFAULT_STEM) and cfg.model.teacher.arch not in TORCHVISION_FAMILIES:
+        raise ConfigError(f"model.teacher.stem={stem} chooses a torchvision family's first layers; "
+                          f"model.teacher.arch={cfg.model.teacher.arch} has its own (torchvision families: "
+                          f"{', '.join(TORCHVISION_FAMILIES)})")
     for name in ("iterations", "batch_size", "steps_per_iteration"):
         if name in cfg.method and cfg.method[name] < 1:
             raise ConfigError(f"method.{name} must be >= 1, got {cfg.method[name]}")
@@ -330,6 +338,7 @@ _UNHASHED = ("tracking", "results_dir", "checkpoint")
 # value is part of the cell's identity like every setting.
 _ADDED_AT_HISTORICAL_VALUE = {
     ("model", "teacher", "input"): {"normalization": "minus_one_one", "image_size": None},
+    ("model", "teacher", "stem"): "small_input",
     ("model", "generator", "output"): "tanh",
     ("model", "generator", "block_bn_eps"): 1e-5,
     ("method", "dkd_temperature"): 4.0,

@@ -38,9 +38,9 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from dpsd.data import DataSplits, teacher_view
 from dpsd.privacy.boundary import counted_members
 from dpsd.errors import ConfigError
-from dpsd.models import build_classifier, channels_last
+from dpsd.models import channels_last
 from dpsd.progress import ProgressLog
-from dpsd.teachers import read_cached, save_teacher, teacher_cache_dir, teacher_key, train_classifier
+from dpsd.teachers import read_cached, save_teacher, teacher_cache_dir, teacher_key, teacher_network, train_classifier
 
 BACKENDS = ("auto", "serial", "vmap")
 
@@ -79,7 +79,7 @@ def _fresh_member(cfg: DictConfig, data: DataSplits) -> nn.Module:
     teacher = cfg.model.teacher
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(cfg.seed))
-        return build_classifier(teacher.arch, data.channels, data.image_size, data.num_classes, teacher.pretrained)
+        return teacher_network(teacher, data)
 
 
 def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.device, parts: list[list[int]],

@@ -48,6 +48,7 @@ class TeacherKey:
     recipe: str
     member: str = "full"  # "full", or "i/n" for member i of an n-way disjoint partition
     input: str = ""  # model.teacher.input: the image side and normalisation it reads (dpsd.data.input_convention)
+    stem: str = ""  # model.teacher.stem of a torchvision family ("" where the teacher config has none)
     code: str = ""  # dpsd.version.teacher_code_version(): the code that trains it
 
     @property
@@ -68,7 +69,15 @@ def teacher_key(cfg: DictConfig, member: str = "full") -> TeacherKey:
         member=member,
         code=teacher_code_version(),
         input=json.dumps({"image_size": size, "mean": space.mean, "std": space.std}),
+        stem=str(teacher.get("stem") or ""),
     )
+
+
+def teacher_network(teacher: DictConfig, data: DataSplits) -> nn.Module:
+    """The untrained network ``model.teacher`` names for ``data``'s images: its arch, its pretrained weights and, for a
+    torchvision family, its stem (``model.teacher.stem``, dpsd/models/teachers.py ``STEMS``; absent: the default)."""
+    return build_classifier(teacher.arch, data.channels, data.image_size, data.num_classes, teacher.pretrained,
+                            stem=teacher.get("stem"))
 
 
 def evaluate_accuracy(model: nn.Module, dataset: Dataset, device: torch.device, batch_size: int = 512) -> float:
@@ -148,7 +157,7 @@ def load_or_train_teacher(cfg: DictConfig, data: DataSplits, device: torch.devic
     # whether the teacher is cached or trained.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(cfg.seed))
-        model = build_classifier(teacher_cfg.arch, data.channels, data.image_size, data.num_classes, teacher_cfg.pretrained)
+        model = teacher_network(teacher_cfg, data)
     stored = read_cached(path)
     if stored is not None:
         model.load_state_dict(stored["state_dict"])

@@ -121,3 +121,20 @@ def test_the_first_convention_leaves_data_and_generators_as_they_were():
     generator = build_generator(100, 1, 8, 8)
     assert not generator.to_space
     assert float(generator(torch.randn(16, 100)).detach().abs().max()) <= 1
+
+
+def test_the_teacher_stem_is_a_named_switch_of_torchvision_teachers_only():
+    """The stem is in the teacher's cache key and, off its default, in the cell's hash; a bad value, or a stem on a
+    teacher with its own first layer, is a one-line error before any data is read."""
+    from dpsd.config import config_hash, validate
+    from dpsd.errors import ConfigError
+
+    tv = ["model/teacher=torchvision", "dataset=digits"]
+    assert teacher_key(compose(tv)) != teacher_key(compose([*tv, "model.teacher.stem=imagenet"]))
+    assert config_hash(compose(tv)) == config_hash(compose([*tv, "model.teacher.stem=small_input"]))
+    assert config_hash(compose(tv)) != config_hash(compose([*tv, "model.teacher.stem=imagenet"]))
+    with pytest.raises(ConfigError, match="model.teacher.stem must be one of small_input, imagenet, got 'seven'"):
+        validate(compose([*tv, "model.teacher.stem=seven"]))
+    with pytest.raises(ConfigError, match="model.teacher.arch=small_cnn has its own"):
+        validate(compose(["dataset=digits", "++model.teacher.stem=imagenet"]))
+    validate(compose([*tv, "model.teacher.stem=imagenet"]))

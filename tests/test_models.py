@@ -238,3 +238,22 @@ def test_xavier_init_gives_a_seed_the_same_weights_in_either_memory_layout() -> 
     xavier_init_(nchw)
     for (name, a), b in zip(built.named_parameters(), nchw.parameters()):
         assert torch.equal(a, b), name
+
+
+def test_the_stem_switch_keeps_torchvisions_own_stem_on_small_images_and_the_cifar_one_by_default() -> None:
+    """model.teacher.stem: the papers' "ResNet34" on 28 px has two readings. small_input (the default) swaps in a
+    3x3 stride-1 conv and drops the max-pool; imagenet keeps the 7x7 stride-2 conv and the max-pool, so the first
+    stage's maps are 7x7 instead of 28x28."""
+    torch.manual_seed(0)
+    cifar, imagenet = build_classifier("resnet34", 1, 28, 10), build_classifier("resnet34", 1, 28, 10, stem="imagenet")
+    assert (cifar.conv1.kernel_size, cifar.conv1.stride) == ((3, 3), (1, 1)) and isinstance(cifar.maxpool, nn.Identity)
+    assert (imagenet.conv1.kernel_size, imagenet.conv1.stride) == ((7, 7), (2, 2))
+    assert isinstance(imagenet.maxpool, nn.MaxPool2d) and imagenet.conv1.in_channels == 1
+    x = torch.randn(2, 1, 28, 28)
+    with torch.no_grad():
+        assert imagenet.eval()(x).shape == (2, 10)
+        assert imagenet.layer1(imagenet.maxpool(imagenet.relu(imagenet.bn1(imagenet.conv1(x))))).shape[-1] == 7
+        assert cifar.eval().layer1(cifar.relu(cifar.bn1(cifar.conv1(x)))).shape[-1] == 28
+    torch.manual_seed(0)
+    same = build_classifier("resnet34", 1, 28, 10, stem="small_input")
+    assert all(torch.equal(a, b) for a, b in zip(cifar.state_dict().values(), same.state_dict().values()))

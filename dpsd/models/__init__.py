@@ -46,14 +46,16 @@ __all__ = [
 
 
 def build_classifier(
-    arch: str, channels: int, image_size: int, num_classes: int, pretrained: bool = False
+    arch: str, channels: int, image_size: int, num_classes: int, pretrained: bool = False, stem: str | None = None
 ) -> nn.Module:
-    """Build the registered architecture ``arch`` for ``channels`` x ``image_size``² inputs.
+    """Build the registered architecture ``arch`` for ``channels`` x ``image_size``² inputs; ``stem``: a torchvision
+    family's first layers (``dpsd.models.teachers.STEMS``; None: the family's default).
 
     Raises :class:`~dpsd.errors.ConfigError` for an unknown name (listing the known ones) or for
     ``pretrained=True`` where no matching weights exist. The model comes in :func:`channels_last` layout.
     """
-    return channels_last(ARCHITECTURES.get(arch)(channels, image_size, num_classes, pretrained))
+    options = {} if stem is None else {"stem": stem}
+    return channels_last(ARCHITECTURES.get(arch)(channels, image_size, num_classes, pretrained, **options))
 
 
 def channels_last(model: nn.Module) -> nn.Module:

@@ -13,7 +13,9 @@ Every torchvision family goes through one adaptation, driven by :data:`TORCHVISI
   conv and no stem max-pooling (ResNet, WideResNet, DenseNet, GoogLeNet, ShuffleNet, AlexNet;
   MobileNetV2 only loses its stem stride); VGG and AlexNet also pool globally, and their first
   classifier layer is resized to the channels that come out (instead of a 7x7 / 6x6 map
-  replicated from a 1x1 one);
+  replicated from a 1x1 one). That is the ``small_input`` reading of ``model.teacher.stem``
+  (:data:`STEMS`); ``imagenet`` keeps torchvision's own layout (ResNet's 7x7 stride-2 conv and
+  max-pool) at every size: the papers train "ResNet34" on 28 and 32 px images and name no stem;
 * where the adapted net still cannot take the input, a leading bilinear ``nn.Upsample`` resizes
   it: VGG's five 2x2 pools need 32 px, AlexNet's three 3/2 pools need 15 px, ViT-B/16's position
   embeddings are for 224 px, and ``vit_tiny`` needs a multiple of its patch size.
@@ -37,7 +39,11 @@ from dpsd.errors import ConfigError
 from dpsd.models import ARCHITECTURES
 
 SMALL_INPUT = 64
-"""Inputs with a side below this get the CIFAR adaptation; larger ones keep the ImageNet stem."""
+"""Inputs with a side below this get the CIFAR adaptation (``stem: small_input``); larger ones keep the ImageNet stem."""
+STEMS = ("small_input", "imagenet")
+"""``model.teacher.stem`` of a torchvision family: the CIFAR adaptation below :data:`SMALL_INPUT` px | torchvision's
+own stem at every size."""
+DEFAULT_STEM = STEMS[0]
 
 
 @ARCHITECTURES.register("small_cnn")
@@ -208,9 +214,10 @@ def _replace(model: nn.Module, path: str, module: nn.Module) -> None:
 
 
 def build_torchvision(
-    arch: str, channels: int, image_size: int, num_classes: int, pretrained: bool
+    arch: str, channels: int, image_size: int, num_classes: int, pretrained: bool, stem: str = DEFAULT_STEM
 ) -> nn.Module:
-    """Build ``TORCHVISION_FAMILIES[arch]`` adapted to ``channels`` x ``image_size``² inputs."""
+    """Build ``TORCHVISION_FAMILIES[arch]`` adapted to ``channels`` x ``image_size``² inputs, with the small-input
+    adaptation below :data:`SMALL_INPUT` px unless ``stem`` is ``imagenet`` (:data:`STEMS`)."""
     family = TORCHVISION_FAMILIES[arch]
     weights = None
     if pretrained:
@@ -224,7 +231,7 @@ def build_torchvision(
         weights = family.weights.DEFAULT
     input_size = family.input_size(image_size)
     model = family.constructor(weights, input_size)
-    small = image_size < SMALL_INPUT
+    small = image_size < SMALL_INPUT and stem == DEFAULT_STEM
 
     stem = model.get_submodule(family.stem)
     if channels != stem.in_channels or (small and family.small_stem):
