@@ -7,7 +7,7 @@ import torch
 from omegaconf import OmegaConf
 
 from dpsd.config import compose
-from dpsd.data import data_info, load_data
+from dpsd.data import data_info, input_convention, load_data
 from dpsd.errors import ConfigError
 from dpsd.input_space import PUBLISHED_STATISTICS, InputSpace, input_space
 from dpsd.models import build_classifier, build_generator
@@ -94,9 +94,11 @@ def test_dafl_s_generator_standardises_each_batch_and_has_its_eps():
 
 
 def test_the_teacher_cache_key_holds_the_input_convention():
-    plain, normalised = teacher_key(compose([])), teacher_key(compose(["model.teacher.input.normalization=mean_std"]))
-    resized = teacher_key(compose(["model.teacher.input.image_size=32"]))
-    assert len({plain.filename, normalised.filename, resized.filename}) == 3
+    configs = [compose(overrides) for overrides in
+               ([], ["model.teacher.input.normalization=mean_std"], ["model.teacher.input.image_size=32"])]
+    assert len({teacher_key(cfg, input_convention(cfg)).filename for cfg in configs}) == 3
+    # a run's teacher is keyed by the convention its data was loaded in, the one its config names
+    assert all(load_data(cfg).convention == input_convention(cfg) for cfg in configs)
 
 
 def test_the_historical_convention_keeps_a_cell_s_hash():

@@ -318,9 +318,10 @@ def owned_by_live_driver(pointer: dict) -> bool:
 
 
 def _teacher_group(cfg: DictConfig) -> str:
+    from dpsd.data import input_convention
     from dpsd.teachers import teacher_key
 
-    return json.dumps({**teacher_key(cfg).__dict__, "root": cfg.data.root}, sort_keys=True)
+    return json.dumps({**teacher_key(cfg, input_convention(cfg)).__dict__, "root": cfg.data.root}, sort_keys=True)
 
 
 def _data_absent_locally(cells: list[Cell], configs: list[DictConfig], seen: dict[str, str | None]) -> dict[str, str]:
