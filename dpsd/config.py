@@ -1,8 +1,8 @@
 """Typed configuration: the Hydra schema, composition from command-line overrides, and validation.
 
 ``compose(overrides)`` turns ``["dataset=mnist", "privacy.epsilon=1"]`` into a resolved, typed
-``DictConfig``; ``validate(cfg)`` stops a bad setting before any training with one line that names
-the problem and the accepted values.
+``DictConfig``; ``validate(cfg, info)`` stops a bad setting before any training with one line that names
+the problem and the accepted values (a method's own settings: :func:`dpsd.experiment.resolve_run`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"
@@ -248,20 +249,16 @@ def switch_noise_off(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def validate(cfg: DictConfig) -> None:
-    """Reject settings no run could honour, before any data is read or model trained."""
-    from dpsd.data import DATASETS, dataset_info
-    from dpsd.methods import METHODS
-    from dpsd.methods.base import Method
-
-    DATASETS.get(cfg.dataset.name)
-    method = METHODS.get(cfg.method.name)
+def validate(cfg: DictConfig, info: DataInfo) -> None:
+    """Reject settings no run could honour, before any data is read or model trained: the privacy, step and
+    checkpoint settings, against ``info``, the data the run's config names (its dataset, resolved by the run's
+    driver). The method's own settings are its own check's (:func:`dpsd.experiment.check_method`)."""
     privacy = cfg.privacy
     if privacy.mode not in PRIVACY_MODES:
         raise ConfigError(f"privacy.mode must be one of {', '.join(PRIVACY_MODES)}, got {privacy.mode!r}")
     if not 0 < privacy.delta < 1:
         raise ConfigError(f"privacy.delta must lie in (0, 1), got {privacy.delta}")
-    num_classes, _, _ = dataset_info(cfg.dataset.name, **cfg.dataset.options)
+    num_classes = info.num_classes
     if privacy.calibrate not in CALIBRATIONS:
         raise ConfigError(f"privacy.calibrate must be one of {', '.join(CALIBRATIONS)}, got {privacy.calibrate!r}")
     if privacy.calibrate != "off" and privacy.mode == "none":
@@ -293,11 +290,6 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"method.{name} must be >= 1, got {cfg.method[name]}")
     if cfg.checkpoint.every_steps < 0:
         raise ConfigError(f"checkpoint.every_steps must be >= 0 (0: no checkpoints), got {cfg.checkpoint.every_steps}")
-    if cfg.checkpoint.every_steps and not method.resumable(cfg):
-        resumable = ", ".join(name for name in METHODS.names() if METHODS.get(name).resumable is not Method.resumable)
-        raise ConfigError(f"checkpoint.every_steps: method {cfg.method.name!r} with these settings cannot resume "
-                          f"from a checkpoint; methods that can: {resumable}")
-    method.check_config(cfg)
 
 
 def available_devices() -> list[str]:
