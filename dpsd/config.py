@@ -25,6 +25,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
+from dpsd.methods import METHODS
 
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"
 
@@ -157,16 +158,12 @@ def check_method_overrides(cfg: DictConfig, overrides: list[str] | tuple[str, ..
 @functools.lru_cache(maxsize=1)
 def _declared_by_any_method() -> frozenset[str]:
     """Every method key some registered method declares (what a sweep's shared ``++method.`` list may set)."""
-    from dpsd.methods import METHODS
-
     return frozenset(key for name in METHODS.names() for key in _field_keys(METHODS.get(name).config))
 
 
 def _registered(name: str, option: str):
     """The method class registered as ``name`` (the ``name:`` of ``conf/method/<option>.yaml``), or
     one line saying which of the two is wrong: the YAML's ``name:`` or a module never imported."""
-    from dpsd.methods import METHODS
-
     if name in METHODS:
         return METHODS.get(name)
     if name != option:
@@ -234,8 +231,6 @@ def switch_noise_off(cfg: DictConfig) -> DictConfig:
     the structure (top-k, normalisation, output step, the student prior) with no noise, eps = inf."""
     if not cfg.privacy.noiseless:
         return cfg
-    from dpsd.methods import METHODS
-
     if cfg.privacy.mode == "none":
         raise ConfigError("privacy.noiseless=true keeps a mechanism's structure: it needs privacy=label or data, got privacy=none")
     if cfg.privacy.calibrate != "off":
