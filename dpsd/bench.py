@@ -51,10 +51,11 @@ from torch import nn
 
 from dpsd.allocator import ALLOCATORS, env_for, in_use
 from dpsd.contention import Competitors, Worker, serve, workers
-from dpsd.config import available_devices, compose, resolve_device, resolve_paths, validate
+from dpsd.config import available_devices, compose, resolve_device, resolve_paths
 from dpsd.data import load_data
 from dpsd.ensembles import load_or_train_members, with_member_steps
 from dpsd.errors import Fault
+from dpsd.experiment import resolve_run
 from dpsd.methods import METHODS
 from dpsd.methods.base import Method, RunContext, Trainer
 from dpsd.privacy.accounting import Ledger
@@ -88,7 +89,7 @@ def has_trainer(name: str) -> bool:
 def build_trainer(overrides: list[str], method: str, mode: str, teacher, data, device) -> Trainer:
     """Method ``method``'s trainer under ``privacy=mode``, networks initialised from the run's seed."""
     cfg = compose([*overrides, f"method={method}", f"privacy={mode}"])
-    validate(cfg)
+    resolve_run(cfg)
     cfg = resolve_paths(cfg)
     torch.manual_seed(int(cfg.seed))  # the same initial networks in every mode
     rng = torch.Generator(device=device).manual_seed(int(cfg.seed))
@@ -306,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
         return cell_worker(overrides, args.worker)
     repeats = args.repeats or REPEATS
     cfg = compose(overrides)
-    validate(cfg)
+    setup = resolve_run(cfg)
     cfg = resolve_paths(cfg)
     if args.contention is not None:
         print_contention(cfg, [*overrides, "device=cpu"], args.contention, args.competitor_threads,
@@ -316,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         names = (args.methods or ALLOCATOR_METHODS).split(",")
         print_allocator(cfg, [*overrides, "device=cpu"], names, args.repeats or CONTENTION_ROUNDS)
         return
-    data = load_data(cfg)
+    data = load_data(cfg, setup.convention)
     if args.ensemble is not None:
         print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps)
         return

@@ -148,11 +148,9 @@ def run_log(cfg) -> Path:
 
 def interrupted_run(cfg) -> str:
     """What an interrupted ``dpsd run`` leaves: its checkpoint and the step it holds, where the run writes one."""
-    from dpsd.config import resolve_paths
-    from dpsd.experiment import checkpointer
-    from dpsd.privacy_ops.calibrate import calibrate
+    from dpsd.experiment import checkpointer, prepare
 
-    saved = checkpointer(resolve_paths(calibrate(cfg)))  # named as run_experiment names it
+    saved = checkpointer(prepare(cfg)[0])  # named as run_experiment names it
     if saved is None or not saved.path.is_file():
         return "nothing recorded"
     return f"nothing recorded; checkpoint at step {steps_done(saved.path)} ({saved.path}): the same command resumes from it"
@@ -166,15 +164,16 @@ def write_json(path: str, payload: Any) -> None:
 
 
 def cmd_teacher(args: list[str]) -> None:
-    from dpsd.config import compose, resolve_device, resolve_paths, validate
+    from dpsd.config import compose, resolve_device, resolve_paths
     from dpsd.data import load_data
+    from dpsd.experiment import resolve_run
     from dpsd.teachers import load_or_train_teacher
 
     overrides = _parser("teacher", "train (or find in the cache) the teacher a run would use").parse_args(args).overrides
     cfg = compose(overrides)
-    validate(cfg)
+    setup = resolve_run(cfg)
     cfg = resolve_paths(cfg)
-    _, record = load_or_train_teacher(cfg, load_data(cfg), resolve_device(cfg.device))
+    _, record = load_or_train_teacher(cfg, load_data(cfg, setup.convention), resolve_device(cfg.device))
     print(_dumps(record))
 
 
@@ -250,8 +249,8 @@ def cmd_audit_model(args: list[str]) -> None:
 
 
 def cmd_audit_run(args: list[str]) -> None:
-    from dpsd.config import compose, resolve_paths, validate
-    from dpsd.privacy_ops.calibrate import calibrate
+    from dpsd.config import compose
+    from dpsd.experiment import prepare
     from dpsd.privacy_ops.canary import audit_one_run
 
     parser = argparse.ArgumentParser(prog="dpsd audit run", description="one-run canary audit (Steinke et al. 2023)")
@@ -260,9 +259,7 @@ def cmd_audit_run(args: list[str]) -> None:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--synthetic", type=int, default=2000, help="generated samples for the generator's distance score")
     parsed = parser.parse_intermixed_args(args)
-    cfg = compose(parsed.overrides)
-    validate(cfg)
-    cfg = resolve_paths(calibrate(cfg))
+    cfg, _ = prepare(compose(parsed.overrides))
     result = audit_one_run(cfg, parsed.canaries, parsed.confidence, parsed.synthetic)
     if cfg.tracking.enabled:
         from dpsd import tracking
@@ -279,9 +276,9 @@ def cmd_audit(args: list[str]) -> None:
         return cmd_audit_model(args[1:])
     if args[:1] == ["run"]:
         return cmd_audit_run(args[1:])
-    from dpsd.config import compose, resolve_paths, validate
+    from dpsd.config import compose
+    from dpsd.experiment import prepare
     from dpsd.privacy_ops.audit import SOURCES, audit_code_path, audit_mechanism, record_audit
-    from dpsd.privacy_ops.calibrate import calibrate
 
     parser = argparse.ArgumentParser(prog="dpsd audit", description="empirical lower bound on a mechanism's epsilon")
     parser.add_argument("target", choices=["mechanism", "model"])
@@ -292,9 +289,7 @@ def cmd_audit(args: list[str]) -> None:
                         help="code: drive the method's own annotator (default); event: sample the planned ledger event")
     parser.add_argument("--releases", type=int, default=1, help="--source code: teacher queries per trial")
     parsed = parser.parse_intermixed_args(args)
-    cfg = compose(parsed.overrides)
-    validate(cfg)
-    cfg = resolve_paths(calibrate(cfg))
+    cfg, _ = prepare(compose(parsed.overrides))
     if parsed.source == "code":
         result = audit_code_path(cfg, parsed.trials, parsed.confidence, parsed.releases)
     else:

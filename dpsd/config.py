@@ -1,8 +1,8 @@
 """Typed configuration: the Hydra schema, composition from command-line overrides, and validation.
 
 ``compose(overrides)`` turns ``["dataset=mnist", "privacy.epsilon=1"]`` into a resolved, typed
-``DictConfig``; ``validate(cfg)`` stops a bad setting before any training with one line that names
-the problem and the accepted values.
+``DictConfig``; ``validate(cfg, info)`` stops a bad setting before any training with one line that names
+the problem and the accepted values (a method's own settings: :func:`dpsd.experiment.resolve_run`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
+from dpsd.methods import METHODS
+from dpsd.models.teachers import DEFAULT_STEM, STEMS, TORCHVISION_FAMILIES
 
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"
 
@@ -156,16 +159,12 @@ def check_method_overrides(cfg: DictConfig, overrides: list[str] | tuple[str, ..
 @functools.lru_cache(maxsize=1)
 def _declared_by_any_method() -> frozenset[str]:
     """Every method key some registered method declares (what a sweep's shared ``++method.`` list may set)."""
-    from dpsd.methods import METHODS
-
     return frozenset(key for name in METHODS.names() for key in _field_keys(METHODS.get(name).config))
 
 
 def _registered(name: str, option: str):
     """The method class registered as ``name`` (the ``name:`` of ``conf/method/<option>.yaml``), or
     one line saying which of the two is wrong: the YAML's ``name:`` or a module never imported."""
-    from dpsd.methods import METHODS
-
     if name in METHODS:
         return METHODS.get(name)
     if name != option:
@@ -233,8 +232,6 @@ def switch_noise_off(cfg: DictConfig) -> DictConfig:
     the structure (top-k, normalisation, output step, the student prior) with no noise, eps = inf."""
     if not cfg.privacy.noiseless:
         return cfg
-    from dpsd.methods import METHODS
-
     if cfg.privacy.mode == "none":
         raise ConfigError("privacy.noiseless=true keeps a mechanism's structure: it needs privacy=label or data, got privacy=none")
     if cfg.privacy.calibrate != "off":
@@ -248,21 +245,16 @@ def switch_noise_off(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def validate(cfg: DictConfig) -> None:
-    """Reject settings no run could honour, before any data is read or model trained."""
-    from dpsd.data import DATASETS, dataset_info
-    from dpsd.methods import METHODS
-    from dpsd.methods.base import Method
-    from dpsd.models.teachers import DEFAULT_STEM, STEMS, TORCHVISION_FAMILIES
-
-    DATASETS.get(cfg.dataset.name)
-    method = METHODS.get(cfg.method.name)
+def validate(cfg: DictConfig, info: DataInfo) -> None:
+    """Reject settings no run could honour, before any data is read or model trained: the privacy, step and
+    checkpoint settings, against ``info``, the data the run's config names (its dataset, resolved by the run's
+    driver). The method's own settings are its own check's (:func:`dpsd.experiment.check_method`)."""
     privacy = cfg.privacy
     if privacy.mode not in PRIVACY_MODES:
         raise ConfigError(f"privacy.mode must be one of {', '.join(PRIVACY_MODES)}, got {privacy.mode!r}")
     if not 0 < privacy.delta < 1:
         raise ConfigError(f"privacy.delta must lie in (0, 1), got {privacy.delta}")
-    num_classes, _, _ = dataset_info(cfg.dataset.name, **cfg.dataset.options)
+    num_classes = info.num_classes
     if privacy.calibrate not in CALIBRATIONS:
         raise ConfigError(f"privacy.calibrate must be one of {', '.join(CALIBRATIONS)}, got {privacy.calibrate!r}")
     if privacy.calibrate != "off" and privacy.mode == "none":
@@ -301,11 +293,6 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"method.{name} must be >= 1, got {cfg.method[name]}")
     if cfg.checkpoint.every_steps < 0:
         raise ConfigError(f"checkpoint.every_steps must be >= 0 (0: no checkpoints), got {cfg.checkpoint.every_steps}")
-    if cfg.checkpoint.every_steps and not method.resumable(cfg):
-        resumable = ", ".join(name for name in METHODS.names() if METHODS.get(name).resumable is not Method.resumable)
-        raise ConfigError(f"checkpoint.every_steps: method {cfg.method.name!r} with these settings cannot resume "
-                          f"from a checkpoint; methods that can: {resumable}")
-    method.check_config(cfg)
 
 
 def available_devices() -> list[str]:

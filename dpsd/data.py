@@ -30,7 +30,7 @@ from torchvision.datasets import celeba, cifar
 
 from dpsd.datafiles import check_celeba, check_cifar, check_idx, check_images, image_loader, read_npz
 from dpsd.errors import ConfigError
-from dpsd.input_space import InputSpace, input_space
+from dpsd.input_space import InputConvention, InputSpace, input_space
 from dpsd.registry import Registry
 
 DATASETS: Registry = Registry("dataset")
@@ -59,33 +59,36 @@ class DataInfo:
     records: int | None = None  # the private split's size (a run's plan gets it; a plan made without data does not)
 
 
-def input_convention(cfg) -> tuple[int | None, InputSpace]:
+def input_convention(cfg) -> InputConvention:
     """``model.teacher.input`` of a run's config: the image side (None: the dataset's own) and the
     :class:`~dpsd.input_space.InputSpace` of its normalisation (``minus_one_one`` where the node is absent)."""
     node = cfg.get("model", None) and cfg.model.get("teacher", None) and cfg.model.teacher.get("input", None)
     if not node:
-        return None, InputSpace()
+        return InputConvention()
     size = node.get("image_size", None)
     if size is not None and int(size) < 1:
         raise ConfigError(f"model.teacher.input.image_size must be >= 1 or null (the dataset's own), got {size}")
-    return (None if size is None else int(size)), input_space(str(node.get("normalization", "minus_one_one")),
-                                                            cfg.dataset.name)
+    return InputConvention(None if size is None else int(size),
+                           input_space(str(node.get("normalization", "minus_one_one")), cfg.dataset.name))
 
 
-def data_info(cfg) -> DataInfo:
-    """The :class:`DataInfo` of the dataset a run's config names, without reading any file."""
-    size, space = input_convention(cfg)
-    num_classes, channels, image_size = dataset_info(cfg.dataset.name, size, **cfg.dataset.options)
-    return DataInfo(num_classes, channels, image_size, space.for_channels(channels))
+def data_info(cfg, convention: InputConvention | None = None) -> DataInfo:
+    """The :class:`DataInfo` of the dataset a run's config names, without reading any file, in ``convention``
+    (the run's, resolved once by its driver; :func:`input_convention` of ``cfg`` where none is given)."""
+    convention = input_convention(cfg) if convention is None else convention
+    num_classes, channels, image_size = dataset_info(cfg.dataset.name, convention.image_size, **cfg.dataset.options)
+    return DataInfo(num_classes, channels, image_size, convention.space.for_channels(channels))
 
 
-def load_data(cfg) -> "DataSplits":
-    """The dataset a run's config names (``dataset``, ``data.root``, ``data.download``), in the
-    teacher's input convention (``model.teacher.input``)."""
-    size, space = input_convention(cfg)
-    splits = load_dataset(cfg.dataset.name, root=cfg.data.root, download=cfg.data.download, image_size=size,
-                          **cfg.dataset.options)
-    return into_space(splits, space.for_channels(splits.channels))
+def load_data(cfg, convention: InputConvention | None = None) -> "DataSplits":
+    """The dataset a run's config names (``dataset``, ``data.root``, ``data.download``), in the teacher's input
+    ``convention`` (the run's, resolved once by its driver; :func:`input_convention` of ``cfg`` where none is
+    given), which the splits carry for the teachers trained on them."""
+    convention = input_convention(cfg) if convention is None else convention
+    splits = load_dataset(cfg.dataset.name, root=cfg.data.root, download=cfg.data.download,
+                          image_size=convention.image_size, **cfg.dataset.options)
+    return dataclasses.replace(into_space(splits, convention.space.for_channels(splits.channels)),
+                               convention=convention)
 
 
 class MappedSplit(Dataset):
@@ -130,7 +133,8 @@ class DataSplits:
     channels: int
     image_size: int  # square side after any resize
     class_names: list[str]
-    space: InputSpace = InputSpace()  # the input convention the images are in (:func:`into_space`)
+    space: InputSpace = InputSpace()  # the input space the images are in (:func:`into_space`)
+    convention: InputConvention = InputConvention()  # model.teacher.input they were loaded in (:func:`load_data`)
 
 
 def load_dataset(

@@ -40,7 +40,7 @@ from dpsd.privacy.boundary import counted_members
 from dpsd.errors import ConfigError
 from dpsd.models import channels_last
 from dpsd.progress import ProgressLog
-from dpsd.teachers import read_cached, save_teacher, teacher_cache_dir, teacher_key, teacher_network, train_classifier
+from dpsd.teachers import TeacherKey, read_cached, save_teacher, teacher_cache_dir, teacher_key, teacher_network, train_classifier
 
 BACKENDS = ("auto", "serial", "vmap")
 
@@ -90,12 +90,13 @@ def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.devic
     ``phase_log`` (a run's :attr:`~dpsd.methods.base.RunContext.phase_log`): a line as members finish."""
     chosen = backend(cfg, device)
     configs = [_member_cfg(cfg, i) for i in range(len(parts))]
-    files = [teacher_cache_dir(cfg) / teacher_key(member_cfg, name).filename for member_cfg, name in zip(configs, names)]
+    keys = [teacher_key(member_cfg, data.convention, name) for member_cfg, name in zip(configs, names)]
+    files = [teacher_cache_dir(cfg) / key.filename for key in keys]
     members = _cached_members(configs, files, data, device)
     if any(model is None for model in members):
         with _ensemble_lock(cfg, files):  # another run training the same members: wait, then load theirs
             members = _cached_members(configs, files, data, device)
-            _train_missing(cfg, chosen, data, device, parts, names, configs, members, phase_log)
+            _train_missing(cfg, chosen, data, device, parts, keys, configs, members, phase_log)
     return counted_members([model.eval() for model in members], parts, names)
 
 
@@ -124,10 +125,12 @@ def _cached_members(configs: list[DictConfig], files: list[Path], data: DataSpli
     return members
 
 
-def _train_missing(cfg: DictConfig, chosen: str, data: DataSplits, device: torch.device, parts: list[list[int]], names: list[str],
+def _train_missing(cfg: DictConfig, chosen: str, data: DataSplits, device: torch.device, parts: list[list[int]],
+                   keys: list[TeacherKey],
                    configs: list[DictConfig], members: list[nn.Module | None],
                    phase_log: Callable[[str, int], ProgressLog | None] | None) -> None:
-    """Train (with the ``chosen`` backend) and cache, in place, each member of ``members`` that is None."""
+    """Train (with the ``chosen`` backend) and cache under its key, in place, each member of ``members`` that is
+    None."""
     pending = [i for i, model in enumerate(members) if model is None]
     log = phase_log(f"members ({chosen})", len(pending)) if phase_log is not None and pending else None
     if chosen == "serial":
@@ -135,7 +138,7 @@ def _train_missing(cfg: DictConfig, chosen: str, data: DataSplits, device: torch
             model = _fresh_member(configs[i], data)
             with torch.random.fork_rng(devices=[]):
                 train_classifier(model, Subset(teacher_view(data.train), parts[i]), cfg.model.teacher.recipe, device,
-                                 int(configs[i].seed), desc=f"member {names[i]}")
+                                 int(configs[i].seed), desc=f"member {keys[i].member}")
             members[i] = model
             if log is not None:
                 log.update(done, {})
@@ -144,7 +147,7 @@ def _train_missing(cfg: DictConfig, chosen: str, data: DataSplits, device: torch
         for i, model in zip(pending, trained):
             members[i] = model
     for i in pending:
-        save_teacher(configs[i], names[i], members[i], test_accuracy=None)
+        save_teacher(cfg, keys[i], members[i], test_accuracy=None)
 
 
 def _loader(size: int, batch_size: int, seed: int) -> DataLoader:

@@ -1,8 +1,9 @@
 """The one flow: config -> data -> teacher(s) -> method.fit -> evaluate -> MLflow.
 
-Data moves one way. The runner prepares a :class:`RunContext`, lets the method train, measures
-test accuracy on the held-out split (never used for training or selection: the final iterate is
-reported), turns the ledger into both epsilon figures and records everything.
+Data moves one way. The runner resolves what the config names once (:func:`resolve_run`: the method's class,
+the teacher's input convention, the data's shape) and hands it down, prepares a :class:`RunContext`, lets the
+method train, measures test accuracy on the held-out split (never used for training or selection: the final
+iterate is reported), turns the ledger into both epsilon figures and records everything.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from tqdm.auto import tqdm
 
 from dpsd.checkpoint import Checkpointer
 from dpsd.config import config_hash, resolve_device, resolve_paths, validate
-from dpsd.data import WatchedSplit, data_info, load_data
+from dpsd.data import DataInfo, WatchedSplit, data_info, input_convention, load_data
 from dpsd.errors import ConfigError, Fault
+from dpsd.input_space import InputConvention
 from dpsd.methods import METHODS
-from dpsd.methods.base import RunContext
+from dpsd.methods.base import Method, RunContext
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.boundary import Accesses, CountedTeacher, reconcile, watching, zero_epsilon_shortfall
 from dpsd.privacy_ops.calibrate import calibrate
@@ -32,6 +34,46 @@ from dpsd.version import code_version, git_commit, method_code_version
 
 FIGURES = ("eps_claimed", "eps_rigorous", "eps_rigorous_rdp", "eps_rigorous_pld")
 """The ledger's epsilons every run reports as metrics."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSetup:
+    """What a run's config names, resolved once before any data is read (:func:`resolve_run`) and handed to
+    each step that needs it."""
+
+    method: type[Method]  # the registered class of ``method.name``
+    convention: InputConvention  # model.teacher.input: the data is loaded in it, the teacher keyed by it
+    info: DataInfo  # the data's classes, channels, image side and input space (without its size)
+
+
+def check_method(cfg: DictConfig, method: type[Method]) -> None:
+    """The settings ``method`` (the class of ``cfg.method.name``) must agree with: a checkpoint only where it can
+    resume, then its own :meth:`~dpsd.methods.base.Method.check_config`."""
+    if cfg.checkpoint.every_steps and not method.resumable(cfg):
+        resumable = ", ".join(name for name in METHODS.names() if METHODS.get(name).resumable is not Method.resumable)
+        raise ConfigError(f"checkpoint.every_steps: method {cfg.method.name!r} with these settings cannot resume "
+                          f"from a checkpoint; methods that can: {resumable}")
+    method.check_config(cfg)
+
+
+def resolve_run(cfg: DictConfig) -> RunSetup:
+    """Reject settings no run could honour, before any data is read or model trained (one line each), and
+    resolve once what every later step reads: the teacher's input convention and the data it gives (an unknown
+    dataset or option stops here), the method's class, the config's own checks (:func:`dpsd.config.validate`)
+    and the method's (:func:`check_method`)."""
+    convention = input_convention(cfg)
+    info = data_info(cfg, convention)
+    method = METHODS.get(cfg.method.name)
+    validate(cfg, info)
+    check_method(cfg, method)
+    return RunSetup(method, convention, info)
+
+
+def prepare(cfg: DictConfig) -> tuple[DictConfig, RunSetup]:
+    """``cfg`` resolved (:func:`resolve_run`), calibrated (the solved noise is part of the logged config) and with
+    absolute paths, as a run logs it, and its :class:`RunSetup`."""
+    setup = resolve_run(cfg)
+    return resolve_paths(calibrate(cfg, setup.method, setup.info)), setup
 
 
 def check_finite(step: int, metrics: dict[str, float]) -> None:
@@ -59,10 +101,9 @@ def privacy_report(cfg: DictConfig) -> dict[str, Any]:
     With ``privacy.calibrate`` on, the noise is calibrated first and ``calibration`` says which
     parameter was solved, to what value, for which ledger and target.
     """
-    validate(cfg)
-    cfg = calibrate(cfg)
-    method = METHODS.get(cfg.method.name)
-    ledger = method.plan_ledger(cfg, data_info(cfg))
+    cfg, setup = prepare(cfg)
+    method = setup.method
+    ledger = method.plan_ledger(cfg, setup.info)
     report = {"method": cfg.method.name, "privacy_mode": cfg.privacy.mode}
     if cfg.privacy.calibrate != "off":
         key = method.noise_parameter(cfg)[0]
@@ -88,20 +129,19 @@ def published_privacy(cfg: DictConfig, accesses: Accesses, ledger: Ledger, plan:
 def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any]:
     """Train, evaluate, account and record one run; returns its summary."""
     run_start = time.perf_counter()
-    validate(cfg)
-    cfg = resolve_paths(calibrate(cfg))  # the solved noise is part of the logged config
+    cfg, setup = prepare(cfg)
     device = resolve_device(cfg.device)
     if cfg.tracking.enabled:
         from dpsd.tracking import check_tracking
 
         check_tracking(cfg)
     torch.manual_seed(int(cfg.seed))
-    data = load_data(cfg)
-    method_cls = METHODS.get(cfg.method.name)
+    data = load_data(cfg, setup.convention)
+    method_cls = setup.method
     # The full-data teacher: the one DPSD transcribes, and every run's reference accuracy. Methods
     # with teacher ensembles (PATE, DGD, FedDPSD) build their members through the same cache.
     teacher, teacher_record = load_or_train_teacher(cfg, data, device)
-    plan = method_cls.plan_ledger(cfg, dataclasses.replace(data_info(cfg), records=len(data.train)))
+    plan = method_cls.plan_ledger(cfg, dataclasses.replace(setup.info, records=len(data.train)))
     ledger = plan.planned()
     torch.manual_seed(int(cfg.seed))  # the same initial weights whether the teacher was cached or trained
     rng = torch.Generator(device=device).manual_seed(int(cfg.seed))

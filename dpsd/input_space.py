@@ -59,6 +59,16 @@ class InputSpace:
         return all(m == 0.5 for m in self.mean) and all(s == 0.5 for s in self.std)
 
 
+@dataclass(frozen=True)
+class InputConvention:
+    """``model.teacher.input`` as a run's config sets it, resolved once by the run's driver and handed down: the
+    image side (None: the dataset's own) and the :class:`InputSpace` of its normalisation, as configured (one
+    channel's statistics stand for every channel's: :meth:`InputSpace.for_channels`)."""
+
+    image_size: int | None = None
+    space: InputSpace = InputSpace()
+
+
 def input_space(normalization: str, dataset: str) -> InputSpace:
     """The :class:`InputSpace` of ``normalization`` for ``dataset``; one-line errors name what is accepted."""
     if normalization == "minus_one_one":

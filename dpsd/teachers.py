@@ -22,8 +22,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from dpsd.data import DataSplits, input_convention, teacher_view
+from dpsd.data import DataSplits, teacher_view
 from dpsd.errors import ConfigError
+from dpsd.input_space import InputConvention
 from dpsd.models import build_classifier
 from dpsd.version import teacher_code_version
 
@@ -47,7 +48,7 @@ class TeacherKey:
     seed: int
     recipe: str
     member: str = "full"  # "full", or "i/n" for member i of an n-way disjoint partition
-    input: str = ""  # model.teacher.input: the image side and normalisation it reads (dpsd.data.input_convention)
+    input: str = ""  # model.teacher.input: the image side and normalisation it reads (its InputConvention)
     stem: str = ""  # model.teacher.stem of a torchvision family ("" where the teacher config has none)
     code: str = ""  # dpsd.version.teacher_code_version(): the code that trains it
 
@@ -57,9 +58,10 @@ class TeacherKey:
         return f"{self.dataset}-{self.arch}-seed{self.seed}-{digest}.pt"
 
 
-def teacher_key(cfg: DictConfig, member: str = "full") -> TeacherKey:
+def teacher_key(cfg: DictConfig, convention: InputConvention, member: str = "full") -> TeacherKey:
+    """The cache key of the teacher ``cfg`` trains (``member``: an ensemble member's part) on data loaded in the
+    input ``convention`` (:attr:`dpsd.data.DataSplits.convention`)."""
     teacher = cfg.model.teacher
-    size, space = input_convention(cfg)
     return TeacherKey(
         dataset=cfg.dataset.name,
         dataset_options=json.dumps(OmegaConf.to_container(cfg.dataset.options), sort_keys=True),
@@ -68,7 +70,8 @@ def teacher_key(cfg: DictConfig, member: str = "full") -> TeacherKey:
         recipe=json.dumps({**OmegaConf.to_container(teacher.recipe), "pretrained": teacher.pretrained}, sort_keys=True),
         member=member,
         code=teacher_code_version(),
-        input=json.dumps({"image_size": size, "mean": space.mean, "std": space.std}),
+        input=json.dumps({"image_size": convention.image_size, "mean": convention.space.mean,
+                          "std": convention.space.std}),
         stem=str(teacher.get("stem") or ""),
     )
 
@@ -136,9 +139,8 @@ def disjoint_partition(size: int, parts: int, pool_size: int, seed: int) -> tupl
     return [private[i::parts] for i in range(parts)], order[:pool_size]
 
 
-def save_teacher(cfg: DictConfig, member: str, model: nn.Module, test_accuracy: float | None) -> Path:
-    """Store ``model`` in the teacher cache under ``teacher_key(cfg, member)``; returns the path."""
-    key = teacher_key(cfg, member)
+def save_teacher(cfg: DictConfig, key: TeacherKey, model: nn.Module, test_accuracy: float | None) -> Path:
+    """Store ``model`` in ``cfg``'s teacher cache under ``key``; returns the path."""
     path = teacher_cache_dir(cfg) / key.filename
     _write_atomically(path, {"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": test_accuracy})
     return path
@@ -151,7 +153,7 @@ def load_or_train_teacher(cfg: DictConfig, data: DataSplits, device: torch.devic
     members (trained on parts of the split) come from :mod:`dpsd.ensembles`.
     """
     teacher_cfg = cfg.model.teacher
-    key = teacher_key(cfg)
+    key = teacher_key(cfg, data.convention)
     path = teacher_cache_dir(cfg) / key.filename
     # Seeded initial weights, whatever ran before; the caller's random stream is left as it was,
     # whether the teacher is cached or trained.
@@ -165,7 +167,7 @@ def load_or_train_teacher(cfg: DictConfig, data: DataSplits, device: torch.devic
     with torch.random.fork_rng(devices=[]):
         train_classifier(model, teacher_view(data.train), teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch}")
     accuracy = evaluate_accuracy(model, data.test, device)
-    save_teacher(cfg, "full", model, accuracy)
+    save_teacher(cfg, key, model, accuracy)
     return model, {"path": str(path), "cached": False, "test_accuracy": accuracy}
 
 

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from dpsd import losses
-from dpsd.config import compose, validate
+from dpsd.config import compose
+from dpsd.experiment import resolve_run
 from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.distill.generator_losses import generator_loss
 from dpsd.errors import ConfigError
@@ -126,4 +127,4 @@ def test_every_term_off_runs_no_forward_pass():
 @pytest.mark.parametrize("method", ["dpsd", "dpdfd", "fed_dpsd"])
 def test_a_non_positive_dkd_temperature_is_refused_before_any_compute(method):
     with pytest.raises(ConfigError, match="method.dkd_temperature must be > 0"):
-        validate(compose([f"method={method}", "method.dkd_temperature=0"]))
+        resolve_run(compose([f"method={method}", "method.dkd_temperature=0"]))

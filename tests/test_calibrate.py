@@ -9,13 +9,19 @@ import pytest
 from dpsd.cli import main
 from dpsd.config import compose
 from dpsd.errors import ConfigError
-from dpsd.experiment import privacy_report, run_experiment
+from dpsd.experiment import privacy_report, resolve_run, run_experiment
 from dpsd.privacy_ops.calibrate import TOLERANCE, calibrate
 
 # Alg. 1's order: one annotated batch an iteration, b x T releases (DPSD's default, generator_first, annotates two)
 PAPER = ["privacy=data", "privacy.beta=0.005", "method.batch_size=256", "method.iterations=200", "dataset=mnist",
          "method.update_order=student_first"]
 LABEL = ["privacy=label", "method.batch_size=64", "method.iterations=50"]
+
+
+def calibrated(cfg):
+    """:func:`calibrate` ``cfg`` for the method and data it names, as a run resolves them."""
+    setup = resolve_run(cfg)
+    return calibrate(cfg, setup.method, setup.info)
 
 
 @pytest.mark.parametrize(
@@ -29,7 +35,7 @@ LABEL = ["privacy=label", "method.batch_size=64", "method.iterations=50"]
     ],
 )
 def test_the_solved_noise_accounts_back_to_the_target(overrides, ledger, target):
-    solved = calibrate(compose([*overrides, f"privacy.calibrate={ledger}", f"privacy.epsilon={target}"]))
+    solved = calibrated(compose([*overrides, f"privacy.calibrate={ledger}", f"privacy.epsilon={target}"]))
     key = "sigma" if solved.privacy.mode == "data" else "query_epsilon"
     # Account the solved value afresh, with calibration off.
     report = privacy_report(compose([*overrides, f"privacy.{key}={solved.privacy[key]!r}"]))
@@ -48,7 +54,7 @@ def test_calibration_is_one_sided_over_many_targets(overrides, ledger, target):
     meets it from below (never above it, never more than TOLERANCE below it)."""
     cfg = compose([*overrides, f"privacy.calibrate={ledger}", f"privacy.epsilon={target}"])
     try:
-        solved = calibrate(cfg)
+        solved = calibrated(cfg)
     except ConfigError as err:  # a target outside the searched range must say so, not be missed
         assert "out of reach" in str(err)
         return
@@ -59,17 +65,17 @@ def test_calibration_is_one_sided_over_many_targets(overrides, ledger, target):
 
 def test_claimed_calibration_of_label_mode_is_the_identity():
     cfg = compose(["privacy.calibrate=claimed", "privacy.epsilon=2"])
-    assert calibrate(cfg).privacy.query_epsilon == 2.0
+    assert calibrated(cfg).privacy.query_epsilon == 2.0
 
 
 def test_calibration_off_leaves_the_config_alone():
     cfg = compose(["privacy=data"])
-    assert calibrate(cfg) is cfg
+    assert calibrated(cfg) is cfg
 
 
 def test_rigorous_calibration_of_data_mode_keeps_beta_and_raises_sigma_far_above_the_claimed_one():
-    claimed = calibrate(compose([*PAPER, "privacy.calibrate=claimed", "privacy.epsilon=1"])).privacy
-    rigorous = calibrate(compose([*PAPER, "privacy.calibrate=rigorous", "privacy.epsilon=1"])).privacy
+    claimed = calibrated(compose([*PAPER, "privacy.calibrate=claimed", "privacy.epsilon=1"])).privacy
+    rigorous = calibrated(compose([*PAPER, "privacy.calibrate=rigorous", "privacy.epsilon=1"])).privacy
     assert claimed.beta == rigorous.beta == 0.005
     assert rigorous.sigma > 10 * claimed.sigma
 
@@ -102,7 +108,7 @@ def test_unusable_calibrations_stop_with_one_line(overrides, expected, capsys):
 def test_a_target_beyond_the_search_range_names_the_reachable_span():
     # 3,200 answers at the largest per-query epsilon searched (1e3) cannot reach 1e9.
     with pytest.raises(ConfigError, match=r"spans \[[0-9.e+-]+, [0-9.e+-]+\] \(floor [0-9.e+-]+\) for privacy.query_epsilon in \[1e-06, 1000\]"):
-        calibrate(compose([*LABEL, "privacy.calibrate=rigorous", "privacy.epsilon=1e9"]))
+        calibrated(compose([*LABEL, "privacy.calibrate=rigorous", "privacy.epsilon=1e9"]))
 
 
 def test_a_calibrated_run_logs_the_solved_noise(tmp_path):

@@ -7,7 +7,8 @@ import torch
 
 from baselines.dafl import DAFLTrainer
 from dpsd.checkpoint import Checkpointer
-from dpsd.config import compose, config_hash, resolve_paths, validate
+from dpsd.config import compose, config_hash, resolve_paths
+from dpsd.experiment import resolve_run
 from dpsd.errors import ConfigError
 from dpsd.experiment import checkpointer, run_experiment
 
@@ -85,12 +86,12 @@ def test_the_checkpoint_settings_are_not_part_of_a_cell_s_identity(tmp_path):
 ])
 def test_a_run_that_cannot_checkpoint_is_refused_in_one_line(tmp_path, overrides, words):
     with pytest.raises(ConfigError, match=words):
-        validate(_cfg(tmp_path, *overrides))
+        resolve_run(_cfg(tmp_path, *overrides))
 
 
 def test_only_methods_that_name_their_state_are_resumable():
     with pytest.raises(ConfigError, match="method 'dpsd' with these settings cannot resume"):
-        validate(resolve_paths(compose(["method=dpsd", "checkpoint.every_steps=5"])))
+        resolve_run(resolve_paths(compose(["method=dpsd", "checkpoint.every_steps=5"])))
 
 
 def test_ctrl_c_during_a_checkpointed_dpsd_run_names_the_step_it_resumes_from(tmp_path, monkeypatch, capsys):

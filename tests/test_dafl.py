@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from baselines.dafl import DAFL, dafl_generator_loss
-from dpsd.config import compose, resolve_paths, validate
+from dpsd.config import compose, resolve_paths
+from dpsd.experiment import resolve_run
 from dpsd.data import load_data
 from dpsd.errors import ConfigError
 from dpsd.methods.base import RunContext
@@ -59,7 +60,7 @@ def test_the_generator_loss_is_dafl_s_code_form():
 
 def _trainer(overrides):
     cfg = resolve_paths(compose(["method=dafl", "tracking=none", "method.batch_size=16", *overrides]))
-    validate(cfg)
+    resolve_run(cfg)
     data = load_data(cfg)
     torch.manual_seed(0)
     teacher = build_classifier("lenet5", 1, 32, 10).eval()

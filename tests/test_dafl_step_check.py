@@ -9,7 +9,8 @@ import torch
 
 from conftest import load_tool
 from test_dafl_side_by_side import STAND_IN_LENET
-from dpsd.config import compose, resolve_paths, validate
+from dpsd.config import compose, resolve_paths
+from dpsd.experiment import resolve_run
 from dpsd.data import load_data
 from dpsd.errors import ConfigError
 from dpsd.methods.base import RunContext
@@ -75,7 +76,7 @@ def _folder(tmp_path):
 
 def _trainer():
     cfg = resolve_paths(compose(["method=dafl", "scale=paper", "tracking=none", "method.batch_size=16", "device=cpu"]))
-    validate(cfg)
+    resolve_run(cfg)
     torch.manual_seed(0)
     teacher = build_classifier("lenet5", 1, 32, 10).eval()
     ctx = RunContext(cfg=cfg, data=load_data(cfg), teachers=[teacher], device=torch.device("cpu"),

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from dpsd.config import compose, validate
+from dpsd.config import compose
+from dpsd.experiment import resolve_run
 from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, run_experiment
@@ -130,11 +131,11 @@ def test_vae_reconstructs_to_the_input_shape_and_bounds_codes(size):
 
 def test_bad_switches_are_config_errors():
     with pytest.raises(ConfigError, match="laplace, gaussian"):
-        validate(dgd_cfg("method.aggregator=median"))
+        resolve_run(dgd_cfg("method.aggregator=median"))
     with pytest.raises(ConfigError, match="synthetic, private"):
-        validate(dgd_cfg("method.vae_data=public"))
+        resolve_run(dgd_cfg("method.vae_data=public"))
     with pytest.raises(ConfigError, match="privacy=label"):
-        validate(dgd_cfg("privacy=data"))
+        resolve_run(dgd_cfg("privacy=data"))
 
 
 @pytest.fixture(scope="module")

@@ -88,7 +88,7 @@ def test_a_truncated_teacher_cache_is_retrained_with_a_one_line_warning(tmp_path
     cfg = compose([*TINY, f"results_dir={tmp_path}", "device=cpu"])
     data = load_data(cfg)
     _, first = load_or_train_teacher(cfg, data, torch.device("cpu"))
-    path = tmp_path / "teachers" / teacher_key(cfg).filename
+    path = tmp_path / "teachers" / teacher_key(cfg, data.convention).filename
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])  # a run killed mid-write before writes were atomic

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from dpsd.config import compose, resolve_device, validate
+from dpsd.config import compose, resolve_device
+from dpsd.experiment import resolve_run
 from dpsd.data import load_data
 from dpsd.distill.annotators import PrivateAnnotator
 from dpsd.errors import ConfigError
@@ -185,7 +186,7 @@ def test_a_client_s_data_answer_has_no_top_k_unless_switched(results, switch, ke
                                       "method.num_clients=0", "method.discriminator=teacher"])
 def test_bad_config_is_refused(override):
     with pytest.raises(ConfigError, match="method"):  # a bad switch at composition, a bad rule at validation
-        validate(compose(["method=fed_dpsd", override]))
+        resolve_run(compose(["method=fed_dpsd", override]))
 
 
 @pytest.mark.slow  # starting Ray and its actor processes: 10-100 s on a shared 2-core machine

@@ -7,7 +7,7 @@ import torch
 from omegaconf import OmegaConf
 
 from dpsd.config import compose
-from dpsd.data import data_info, load_data
+from dpsd.data import data_info, input_convention, load_data
 from dpsd.errors import ConfigError
 from dpsd.input_space import PUBLISHED_STATISTICS, InputSpace, input_space
 from dpsd.models import build_classifier, build_generator
@@ -94,9 +94,11 @@ def test_dafl_s_generator_standardises_each_batch_and_has_its_eps():
 
 
 def test_the_teacher_cache_key_holds_the_input_convention():
-    plain, normalised = teacher_key(compose([])), teacher_key(compose(["model.teacher.input.normalization=mean_std"]))
-    resized = teacher_key(compose(["model.teacher.input.image_size=32"]))
-    assert len({plain.filename, normalised.filename, resized.filename}) == 3
+    configs = [compose(overrides) for overrides in
+               ([], ["model.teacher.input.normalization=mean_std"], ["model.teacher.input.image_size=32"])]
+    assert len({teacher_key(cfg, input_convention(cfg)).filename for cfg in configs}) == 3
+    # a run's teacher is keyed by the convention its data was loaded in, the one its config names
+    assert all(load_data(cfg).convention == input_convention(cfg) for cfg in configs)
 
 
 def test_the_historical_convention_keeps_a_cell_s_hash():
@@ -126,15 +128,15 @@ def test_the_first_convention_leaves_data_and_generators_as_they_were():
 def test_the_teacher_stem_is_a_named_switch_of_torchvision_teachers_only():
     """The stem is in the teacher's cache key and, off its default, in the cell's hash; a bad value, or a stem on a
     teacher with its own first layer, is a one-line error before any data is read."""
-    from dpsd.config import config_hash, validate
-    from dpsd.errors import ConfigError
+    from dpsd.experiment import resolve_run
 
     tv = ["model/teacher=torchvision", "dataset=digits"]
-    assert teacher_key(compose(tv)) != teacher_key(compose([*tv, "model.teacher.stem=imagenet"]))
+    plain, imagenet = compose(tv), compose([*tv, "model.teacher.stem=imagenet"])
+    assert teacher_key(plain, input_convention(plain)) != teacher_key(imagenet, input_convention(imagenet))
     assert config_hash(compose(tv)) == config_hash(compose([*tv, "model.teacher.stem=small_input"]))
     assert config_hash(compose(tv)) != config_hash(compose([*tv, "model.teacher.stem=imagenet"]))
     with pytest.raises(ConfigError, match="model.teacher.stem must be one of small_input, imagenet, got 'seven'"):
-        validate(compose([*tv, "model.teacher.stem=seven"]))
+        resolve_run(compose([*tv, "model.teacher.stem=seven"]))
     with pytest.raises(ConfigError, match="model.teacher.arch=small_cnn has its own"):
-        validate(compose(["dataset=digits", "++model.teacher.stem=imagenet"]))
-    validate(compose([*tv, "model.teacher.stem=imagenet"]))
+        resolve_run(compose(["dataset=digits", "++model.teacher.stem=imagenet"]))
+    resolve_run(compose([*tv, "model.teacher.stem=imagenet"]))

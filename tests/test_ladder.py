@@ -231,10 +231,10 @@ def test_steps_per_iteration_in_dgd_adds_student_steps_not_queries():
 
 
 def test_steps_per_iteration_must_be_positive():
-    from dpsd.config import validate
+    from dpsd.experiment import resolve_run
 
     with pytest.raises(ConfigError, match="steps_per_iteration"):
-        validate(compose(["method=dpsd", "method.steps_per_iteration=0"]))
+        resolve_run(compose(["method=dpsd", "method.steps_per_iteration=0"]))
 
 
 # ------------------------------------------------------------- RRWithPrior (a labelled variant)

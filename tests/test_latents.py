@@ -4,7 +4,8 @@ generator within the iteration (§III-B.1's vectors "involved for updating", §I
 import pytest
 import torch
 
-from dpsd.config import compose, resolve_paths, validate
+from dpsd.config import compose, resolve_paths
+from dpsd.experiment import resolve_run
 from dpsd.data import load_data
 from dpsd.methods.base import RunContext
 from dpsd.methods.dpsd import DPSD
@@ -16,7 +17,7 @@ def trainer(latents: str, order: str, method: str = "dpsd"):
     cfg = resolve_paths(compose([f"method={method}", "dataset=digits", "privacy=none", "tracking=none", "device=cpu",
                                  "++method.batch_size=16", f"method.latents={latents}",
                                  f"method.update_order={order}"]))
-    validate(cfg)
+    resolve_run(cfg)
     data = load_data(cfg)
     torch.manual_seed(0)
     teacher = build_classifier("small_cnn", 1, data.image_size, 10).eval()

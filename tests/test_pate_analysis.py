@@ -53,12 +53,12 @@ def test_data_dependent_epsilon_is_below_the_data_independent_one_for_confident_
 
 
 def test_data_dependent_needs_gnmax():
-    from dpsd.config import validate
+    from dpsd.experiment import resolve_run
     from dpsd.errors import ConfigError
     from dpsd.experiment import privacy_report
 
     cfg = compose(["method=pate", "method.aggregator=lnmax", "method.data_dependent=true"])
-    validate(cfg)
+    resolve_run(cfg)
     with pytest.raises(ConfigError, match="needs method.aggregator=gnmax"):
         privacy_report(cfg)
 

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from dpsd.config import compose, validate
+from dpsd.config import compose
+from dpsd.experiment import resolve_run
 from dpsd.data import data_info
 from dpsd.errors import ConfigError
 from dpsd.methods import METHODS
@@ -173,7 +174,7 @@ def _check_cells(cells: list[tuple[dict, list[str]]], scales=(None,)):
             continue
         for scale in (scale or default_scale(spec) for scale in scales):
             cfg = compose(full_overrides(spec, own, scale))
-            validate(cfg)
+            resolve_run(cfg)
             # the sweep's composition (one Hydra call per set of group choices) gives compose's config
             assert OmegaConf.to_container(composed(full_overrides(spec, own, scale))) == OmegaConf.to_container(cfg)
             assert cfg.method.name == method and cfg.scale.name == scale

@@ -2,7 +2,8 @@
 
 import pytest
 
-from dpsd.config import compose, validate
+from dpsd.config import compose
+from dpsd.experiment import resolve_run
 from dpsd.errors import ConfigError
 
 BASE = ["dataset=digits", "model.teacher.recipe.steps=30", "device=cpu", "tracking=none",
@@ -33,4 +34,4 @@ def test_generator_first_without_a_generator_is_one_annotation(tmp_path, run_as_
 
 def test_fed_dpsd_refuses_the_generator_first_order():
     with pytest.raises(ConfigError, match="update_order must be student_first"):
-        validate(compose(["method=fed_dpsd", "dataset=digits", "method.update_order=generator_first"]))
+        resolve_run(compose(["method=fed_dpsd", "dataset=digits", "method.update_order=generator_first"]))

@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import load_tool
 from dpsd.config import compose
+from dpsd.input_space import InputConvention
 from dpsd.report.runs import RUN_COLUMNS, read_archive, write_archive
 from dpsd.sweep.store import equivalent_versions, retag_equivalent_runs
 from dpsd.teachers import teacher_key
@@ -304,5 +305,5 @@ def test_result_neutral_vouches_only_for_methods_whose_smoke_runs_compute_the_sa
 
 def test_code_version_names_the_hash_and_teacher_keys_carry_the_teacher_code():
     assert re.fullmatch(r"\d+\.\d+\.\d+\+src[0-9a-f]{12}", code_version())
-    key = teacher_key(compose([]))
+    key = teacher_key(compose([]), InputConvention())
     assert key.code == teacher_code_version() and key.code in json.dumps(key.__dict__)

@@ -45,9 +45,10 @@ from pathlib import Path
 import scipy.stats
 import torch
 
-from dpsd.config import compose, resolve_device, resolve_paths, validate
+from dpsd.config import compose, resolve_device, resolve_paths
 from dpsd.data import load_data
 from dpsd.errors import ConfigError
+from dpsd.experiment import resolve_run
 from dpsd.methods import METHODS
 from dpsd.methods.base import RunContext
 from dpsd.models import build_classifier
@@ -172,11 +173,11 @@ def dafl_trainer(overrides: list[str], seed: int, teacher_weights: dict[str, tor
     trained or found in the cache, or holding ``teacher_weights`` (the official teacher's, for a crossed run); the
     trainer's ``step()`` is one iteration of ``dpsd run``'s loop."""
     cfg = compose(["method=dafl", "dataset=mnist", "scale=paper", "tracking=none", *overrides, f"seed={seed}"])
-    validate(cfg)
+    setup = resolve_run(cfg)
     cfg = resolve_paths(cfg)
     device = resolve_device(cfg.device)
     torch.manual_seed(seed)
-    data = load_data(cfg)
+    data = load_data(cfg, setup.convention)
     teacher, record = load_or_train_teacher(cfg, data, device)
     if teacher_weights is not None:
         teacher.load_state_dict(teacher_weights)

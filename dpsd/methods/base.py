@@ -144,7 +144,7 @@ class Method:
 
     @staticmethod
     def check_config(cfg: DictConfig) -> None:
-        """One-line ConfigErrors for settings this method cannot honour (run by ``config.validate``)."""
+        """One-line ConfigErrors for settings this method cannot honour (run by ``dpsd.experiment.resolve_run``)."""
 
     @staticmethod
     def resumable(cfg: DictConfig) -> bool:

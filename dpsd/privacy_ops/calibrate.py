@@ -26,9 +26,9 @@ import math
 from omegaconf import DictConfig, OmegaConf
 from scipy.optimize import brentq
 
-from dpsd.data import data_info
+from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
-from dpsd.methods import METHODS
+from dpsd.methods.base import Method
 
 TOLERANCE = 0.005
 """A solution's ledger ε lies in [target (1 - TOLERANCE), target]."""
@@ -37,9 +37,10 @@ _LOG_INF = 1e3
 """Stand-in for log(inf) in the root-finder (an infinite ε is above any finite target)."""
 
 
-def ledger_epsilon(cfg: DictConfig, ledger: str) -> float:
-    """The run ``cfg`` describes, accounted on ``ledger`` (``claimed`` or ``rigorous``)."""
-    planned = METHODS.get(cfg.method.name).plan_ledger(cfg, data_info(cfg))
+def ledger_epsilon(cfg: DictConfig, ledger: str, method: type[Method], info: DataInfo) -> float:
+    """The run ``cfg`` describes (of ``method`` on data ``info``), accounted on ``ledger`` (``claimed`` or
+    ``rigorous``)."""
+    planned = method.plan_ledger(cfg, info)
     if ledger == "claimed":
         if planned.claim is None:
             raise ConfigError(f"privacy.calibrate=claimed: method {cfg.method.name!r} states no claimed epsilon")
@@ -53,22 +54,23 @@ def _with(cfg: DictConfig, path: str, value: float) -> DictConfig:
     return cfg
 
 
-def calibrate(cfg: DictConfig) -> DictConfig:
+def calibrate(cfg: DictConfig, method: type[Method], info: DataInfo) -> DictConfig:
     """``cfg`` with its noise parameter solved so that the ``privacy.calibrate`` ledger gives at most
     ``privacy.epsilon`` and at least ``(1 - TOLERANCE)`` of it; ``cfg`` itself when calibration is off.
 
     A configured value that already meets the target is kept as it is, so calibrating twice
-    changes nothing. ``cfg`` is expected to have passed :func:`dpsd.config.validate`.
+    changes nothing. ``cfg`` is expected to have passed :func:`dpsd.experiment.resolve_run`, which
+    resolved its ``method`` (the class) and its data's ``info``.
     """
     privacy = cfg.privacy
     ledger = privacy.calibrate
     if ledger == "off":
         return cfg
-    key, low, high = METHODS.get(cfg.method.name).noise_parameter(cfg)
+    key, low, high = method.noise_parameter(cfg)
     target = float(privacy.epsilon)
 
     def excess(log_value: float) -> float:
-        epsilon = ledger_epsilon(_with(cfg, key, math.exp(log_value)), ledger)
+        epsilon = ledger_epsilon(_with(cfg, key, math.exp(log_value)), ledger, method, info)
         if epsilon == math.inf:
             return _LOG_INF
         return math.log(max(epsilon, 1e-300)) - math.log(target)

@@ -39,8 +39,9 @@ from typing import Any, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import compose, resolve_device, resolve_paths, validate
+from dpsd.config import compose, resolve_device, resolve_paths
 from dpsd.errors import ConfigError, Fault
+from dpsd.experiment import resolve_run, run_experiment
 from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys, with_seeds
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_versions, cell_tags, claim_cell, client_for,
@@ -111,10 +112,10 @@ def prepare_teacher(overrides: Sequence[str], threads: float | None = None) -> d
     from dpsd.teachers import load_or_train_teacher
 
     cfg = _cell_config(overrides, threads)
-    validate(cfg)
+    setup = resolve_run(cfg)
     cfg = resolve_paths(cfg)
     try:
-        data = load_data(cfg)
+        data = load_data(cfg, setup.convention)
     except DataAbsent as err:
         return {"absent": str(err)}
     _, record = load_or_train_teacher(cfg, data, resolve_device(cfg.device))
@@ -136,8 +137,6 @@ def run_cell(config: dict, cells: dict[str, dict]) -> None:
     holds a live claim on it (``claimed_elsewhere``). Reports ``outcome`` (``ran``, ``fallback``,
     ``failed``) and, for the last two, a one-line ``reason``; it never raises."""
     from ray import tune
-
-    from dpsd.experiment import run_experiment
 
     digest = config["config_hash"]
     cell = cells.get(digest)
@@ -318,9 +317,10 @@ def owned_by_live_driver(pointer: dict) -> bool:
 
 
 def _teacher_group(cfg: DictConfig) -> str:
+    from dpsd.data import input_convention
     from dpsd.teachers import teacher_key
 
-    return json.dumps({**teacher_key(cfg).__dict__, "root": cfg.data.root}, sort_keys=True)
+    return json.dumps({**teacher_key(cfg, input_convention(cfg)).__dict__, "root": cfg.data.root}, sort_keys=True)
 
 
 def _data_absent_locally(cells: list[Cell], configs: list[DictConfig], seen: dict[str, str | None]) -> dict[str, str]:
@@ -549,7 +549,7 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
 
     for cell, cfg in zip(cells, configs):  # the cells it may run: a run-time override (checkpoint.every_steps)
         if chosen(cell.label):  # may suit only the cells --match picks and --skip leaves
-            validate(cfg)
+            resolve_run(cfg)
     check_tracking(sweep_cfg)
     client, experiment_id = memo.client(sweep_cfg)
     done = memo.done_runs(client, experiment_id)
