@@ -4,9 +4,12 @@ the archive names no machine's path: artifact locations are relative to results_
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from dpsd.report.runs import (RUN_COLUMNS, absolute_artifact_uri, duplicate_sets, read_archive,
                               relative_artifact_uri, write_archive)
@@ -93,3 +96,22 @@ def test_no_committed_page_or_archive_row_names_a_machine_path():
     for page in [root / "README.md", *sorted((root / "results").glob("*.md"))]:
         text = page.read_text(encoding="utf-8")
         assert "sqlite:////" not in text and "file:///" not in text, page
+
+
+def test_no_tracked_file_names_a_machine_path():
+    """Logs, summaries, the archive and the docs name places as a reader's checkout has them (``results/``,
+    ``../shared/data``, ``<data.root>``), never as the machine that wrote them did (its ``/work`` or ``/tmp``)."""
+    root = ARCHIVE.parents[1]
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    machine_path = re.compile(r"(^|[^A-Za-z0-9_.<>~-])/(work|home|root|tmp|Users)/")
+    named = []
+    for name in filter(None, listed.stdout.split("\0")):
+        path = root / name
+        if path.suffix in {".png", ".pt", ".db", ".pdf"} or not path.is_file():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if machine_path.search(line):
+                named.append(f"{name}:{number}")
+    assert not named, f"machine paths in tracked files: {named[:10]}"
