@@ -356,7 +356,7 @@ def test_idx_files_are_checked_for_magic_size_shape_and_labels(tmp_path):
     assert corrupt_error("mnist", tmp_path) == (
         f"{raw / 'train-images-idx3-ubyte'}: 1,000 bytes, its header (4 x 28 x 28) needs 3,152 (truncated)")
     for file in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
-        (raw / file).write_bytes(RNG.integers(0, 256, size=5000, dtype=np.uint8).tobytes())  # the garbage
+        (raw / file).write_bytes(RNG.integers(0, 256, size=5000, dtype=np.uint8).tobytes())  # garbage bytes
     assert corrupt_error("mnist", tmp_path).startswith(f"{raw / 'train-images-idx3-ubyte'}: magic number 0x")
     write_mnist_like(tmp_path, "MNIST", [5, 0, 4, 1], TEST_LABELS)
     write_idx(raw / "t10k-labels-idx1-ubyte", np.array([1, 0]))

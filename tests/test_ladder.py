@@ -34,7 +34,7 @@ TINY = {
             "method.batch_size=32", "method.generator_iterations=2", "method.vae_epochs=1",
             "method.synthetic_count=200", "method.latent_dim=4"],
 }
-# (method, its private mode): the seed methods, DPSD in both modes
+# (method, its private mode): the seed methods, DPSD in both modes
 SEEDS = [("dpsd", "label"), ("dpsd", "data"), ("dpsd_t", "label"), ("fed_dpsd", "label"), ("dpdfd", "data"),
          ("dp_dfd", "label"), ("dgd", "label")]
 IDS = [f"{name}-{mode}" for name, mode in SEEDS]

@@ -30,7 +30,7 @@ KEYS = set(SPEC_KEYS)
 PAPERS = {"dpsd", "dpdfd", "dp_dfd", "dgd", "dafl"}  # dafl: the public anchor (DAFL Table 1)
 STUDIES = {"ladder", "query_budget", "readings"}  # kinds of our own studies: every method, no one paper
 BENCHMARKS = {"headline", "quickstart"}  # tables over several papers: no one paper
-# every table, figure and ablation the issue names has a spec feeding it
+# every table, figure and ablation of the papers with an MNIST panel has a spec feeding it
 REQUIRED_IDS = ({f"DPSD Table {n}" for n in ("I", "II", "III", "IV", "V", "VI")}
                 | {f"DPSD Fig. {n}" for n in (4, 5, 6, 9)}
                 | {f"DPDFD Table {n}" for n in range(1, 7)} | {"DPDFD Fig. 2"}
