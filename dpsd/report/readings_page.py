@@ -74,6 +74,7 @@ def budget_figure(rows: pd.DataFrame, axis: str, caption: str, path: Path) -> Pa
     ax.set_xscale("log")
     _label_log_axis(ax, sorted(rows[axis].unique()))
     ax.set_xlabel(axis)
+    ax.set_ylim(0, 100)  # the whole scale: a plateau far above chance reads as one, and a flat line at 10% too
     ax.set_ylabel(f"{rung_of(rows)} student test accuracy (%)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
