@@ -131,12 +131,12 @@ def test_the_teacher_stem_is_a_named_switch_of_torchvision_teachers_only():
     from dpsd.experiment import resolve_run
 
     tv = ["model/teacher=torchvision", "dataset=digits"]
-    plain, imagenet = compose(tv), compose([*tv, "model.teacher.stem=imagenet"])
+    plain, imagenet = compose(tv), compose([*tv, "++model.teacher.stem=imagenet"])
     assert teacher_key(plain, input_convention(plain)) != teacher_key(imagenet, input_convention(imagenet))
-    assert config_hash(compose(tv)) == config_hash(compose([*tv, "model.teacher.stem=small_input"]))
-    assert config_hash(compose(tv)) != config_hash(compose([*tv, "model.teacher.stem=imagenet"]))
+    assert config_hash(compose(tv)) == config_hash(compose([*tv, "++model.teacher.stem=small_input"]))
+    assert config_hash(compose(tv)) != config_hash(compose([*tv, "++model.teacher.stem=imagenet"]))
     with pytest.raises(ConfigError, match="model.teacher.stem must be one of small_input, imagenet, got 'seven'"):
-        resolve_run(compose([*tv, "model.teacher.stem=seven"]))
+        resolve_run(compose([*tv, "++model.teacher.stem=seven"]))
     with pytest.raises(ConfigError, match="model.teacher.arch=small_cnn has its own"):
         resolve_run(compose(["dataset=digits", "++model.teacher.stem=imagenet"]))
-    resolve_run(compose([*tv, "model.teacher.stem=imagenet"]))
+    resolve_run(compose([*tv, "++model.teacher.stem=imagenet"]))
