@@ -53,9 +53,9 @@ def seed_rows(frame: pd.DataFrame, rung: str = DEFAULT_RUNG, axis: str | None = 
 
 
 def budget_table(rows: pd.DataFrame, axis: str) -> pd.DataFrame:
-    """A budget spec's table: per method (in the order they ran) and value of ``axis`` (increasing) the accuracy mean ± sample std
-    over its seeds (marked stale where other code of the method recorded a seed), the seeds and each seed's
-    accuracy. One reading per method: what varies is the budget, not a switch."""
+    """A budget spec's table: per method (in the order they ran) and value of ``axis`` (increasing) the accuracy
+    mean ± sample std over its seeds (marked stale where other code of the method recorded a seed), the seeds and
+    each seed's accuracy. One reading per method: what varies is the budget, not a switch."""
     out = []
     groups = [(method, value, at) for method in dict.fromkeys(rows["method"])
               for value, at in rows[rows["method"] == method].groupby(axis, sort=True)]
