@@ -26,7 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 from dpsd.data import DataInfo
 from dpsd.errors import ConfigError
 from dpsd.methods import METHODS
-from dpsd.models.teachers import DEFAULT_STEM, STEMS, TORCHVISION_FAMILIES
+from dpsd.models.teachers import STEMS, TORCHVISION_FAMILIES
 
 CONFIG_DIR = Path(__file__).resolve().parent / "conf"
 
@@ -284,10 +284,10 @@ def validate(cfg: DictConfig, info: DataInfo) -> None:
     stem = cfg.model.teacher.get("stem")
     if stem is not None and stem not in STEMS:
         raise ConfigError(f"model.teacher.stem must be one of {', '.join(STEMS)}, got {stem!r}")
-    if stem not in (None, DEFAULT_STEM) and cfg.model.teacher.arch not in TORCHVISION_FAMILIES:
+    if stem is not None and cfg.model.teacher.arch not in TORCHVISION_FAMILIES:
         raise ConfigError(f"model.teacher.stem={stem} chooses a torchvision family's first layers; "
-                          f"model.teacher.arch={cfg.model.teacher.arch} has its own (torchvision families: "
-                          f"{', '.join(TORCHVISION_FAMILIES)})")
+                          f"model.teacher.arch={cfg.model.teacher.arch} has its own: drop the key (torchvision "
+                          f"families: {', '.join(TORCHVISION_FAMILIES)})")
     for name in ("iterations", "batch_size", "steps_per_iteration"):
         if name in cfg.method and cfg.method[name] < 1:
             raise ConfigError(f"method.{name} must be >= 1, got {cfg.method[name]}")

@@ -11,6 +11,7 @@ from dpsd.data import data_info, input_convention, load_data
 from dpsd.errors import ConfigError
 from dpsd.input_space import PUBLISHED_STATISTICS, InputSpace, input_space
 from dpsd.models import build_classifier, build_generator
+from dpsd.models.teachers import STEMS
 from dpsd.config import config_hash
 from dpsd.teachers import teacher_key
 
@@ -137,6 +138,9 @@ def test_the_teacher_stem_is_a_named_switch_of_torchvision_teachers_only():
     assert config_hash(compose(tv)) != config_hash(compose([*tv, "++model.teacher.stem=imagenet"]))
     with pytest.raises(ConfigError, match="model.teacher.stem must be one of small_input, imagenet, got 'seven'"):
         resolve_run(compose([*tv, "++model.teacher.stem=seven"]))
-    with pytest.raises(ConfigError, match="model.teacher.arch=small_cnn has its own"):
-        resolve_run(compose(["dataset=digits", "++model.teacher.stem=imagenet"]))
+    for stem in STEMS:  # either value, the default too: the builders of such teachers take no stem
+        with pytest.raises(ConfigError, match="model.teacher.arch=small_cnn has its own: drop the key"):
+            resolve_run(compose(["dataset=digits", f"++model.teacher.stem={stem}"]))
+        with pytest.raises(ConfigError, match="model.teacher.arch=lenet5 has its own: drop the key"):
+            resolve_run(compose(["dataset=digits", "model/teacher=lenet5", f"++model.teacher.stem={stem}"]))
     resolve_run(compose([*tv, "++model.teacher.stem=imagenet"]))
