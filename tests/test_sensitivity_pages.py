@@ -19,8 +19,9 @@ from dpsd.report import render_report
 from dpsd.report.pages import load_pages
 from dpsd.report.reference import load_reference
 from dpsd.report.tables import switches
-from dpsd.report.trends import (CLAIM_COLUMNS, METRICS, Point, check_trend, claims_path, direction, load_claims, pairs,
-                                segments, shape, sign, verdict)
+from dpsd.report.trends import (AT_CHANCE_VERDICT, CLAIM_COLUMNS, CHANCE_POINTS, METRICS, Point, at_chance,
+                                chance_ceiling, check_trend, claims_path, direction, load_claims, pairs, segments, shape,
+                                sign, verdict)
 from dpsd.sweep.spec import expand_cells, group_label, load_spec
 from dpsd.version import method_code_version
 
@@ -74,6 +75,20 @@ def test_a_trend_is_checked_over_its_range_and_says_how_many_points_ran():
         "the paper's trend holds in 1 of 2 parts"
 
 
+def test_a_line_at_chance_gets_no_verdict_and_one_point_above_it_gets_one():
+    flat_at_ten = _points([9.8, 10.3, None, 10.5])
+    assert chance_ceiling(flat_at_ten, 10.0) == 10.5
+    assert chance_ceiling(flat_at_ten, None) is None and chance_ceiling(_points([None]), 10.0) is None
+    learned = _points([9.8, 10.0 + CHANCE_POINTS + 0.1])
+    assert chance_ceiling(learned, 10.0) is None
+    flat = check_trend(_claim(trend="flat"), flat_at_ten, "sigma")
+    assert flat.holds is True  # the rule alone reads a line at chance as the paper's plateau
+    unread = at_chance([flat], flat_at_ten, 10.0)
+    assert unread[0].holds is None and unread[0].ours == "at chance at every point run (at most 10.50%; chance 10%)"
+    assert verdict(unread) == AT_CHANCE_VERDICT
+    assert at_chance([flat], learned, 10.0) == [flat]
+
+
 # --- the page, from a fake runs archive ----------------------------------------------------------------------------
 
 BASE = "[method=dpsd, privacy=label, dataset=digits, privacy.epsilon=10]"
@@ -122,7 +137,7 @@ def _claims_csv(rising_trend: str) -> str:
     return "\n".join([CLAIMS_HEAD, *rows]) + "\n"
 
 
-def _archive(root: Path, overrides: list[str]) -> Path:
+def _archive(root: Path, overrides: list[str], accuracy: dict = ACCURACY) -> Path:
     """A runs archive holding three finished seeds of every cell of tiny_rising and tiny_ablation (none of
     tiny_unrun), each with both ledgers, by the current code of its method (so none is STALE)."""
     version = method_code_version("dpsd")
@@ -134,14 +149,14 @@ def _archive(root: Path, overrides: list[str]) -> Path:
             rows.append({"config_hash": cell.config_hash, "run_id": f"run-{cell.config_hash}", "status": "FINISHED",
                          "cell_status": "done", "sweep": name, "cell": cell.label, "scale": "smoke",
                          "start_time": "2026-11-28T00:00:00+00:00", "artifact_uri": "", "accuracy":
-                         ACCURACY[label][seed], "teacher_accuracy": 99.0, "eps_claimed": 10.0, "eps_rigorous": 31.5,
+                         accuracy[label][seed], "teacher_accuracy": 99.0, "eps_claimed": 10.0, "eps_rigorous": 31.5,
                          "delta": 1e-5, "neighbouring": "replace_record", "code_version": version})
     path = root / "runs.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
 
 
-def _render(tmp_path: Path, rising_trend: str, name: str) -> str:
+def _render(tmp_path: Path, rising_trend: str, name: str, accuracy: dict = ACCURACY) -> str:
     root = tmp_path / name
     spec_folder(root / "sweeps")
     for spec_name, text in (("tiny_rising", RISING), ("tiny_unrun", UNRUN), ("tiny_ablation", ABLATION)):
@@ -149,7 +164,7 @@ def _render(tmp_path: Path, rising_trend: str, name: str) -> str:
     (root / "papers.csv").write_text(f"{PAPER_HEAD}\n{PAPER_ROWS}")
     claims_path(root / "papers.csv").write_text(_claims_csv(rising_trend))
     overrides = [f"results_dir={root / 'results'}"]
-    archive = _archive(root, overrides)
+    archive = _archive(root, overrides, accuracy)
     page = root / "results" / "sensitivity_tiny.md"
     render_report(sorted((root / "sweeps").glob("*.yaml")), "smoke", overrides, root / "papers.csv", root / "reports",
                   markdown=page, archive=archive, title="Tiny sensitivity page")
@@ -210,6 +225,17 @@ def test_an_ablation_compares_each_cell_with_the_cell_without_its_switch(pages):
     assert rows["base"]["Paper"] == "Tiny all terms: 97.00"  # the full-loss row beside the full-loss cell only
     assert rows["method.generator_loss.entropy=0"]["Paper"] == "Tiny w/o IE: 60.00"
     assert rows["base"]["Ours (%)"] == "91.00 ± 1.00" and rows["base"]["ε rigorous"] == "31.5"
+
+
+def test_students_at_chance_are_said_to_be_so_in_place_of_a_verdict(tmp_path):
+    one_class = {label: (9.8, 10.28, 11.35) for label in ACCURACY}  # every cell, both tables, within a point of chance
+    page = _render(tmp_path, "flat", "chance", one_class)
+    figure, ablation = _section(page, "Tiny Fig. 1"), _section(page, "Tiny Table 1")
+    assert ("is flat from iterations = 2 to 8. Here (3 seeds a point): at chance at every point run (at most 10.48%; "
+            "chance 10%): the paper's trend cannot be read here.") in figure
+    assert ("Tiny w/o IE vs Tiny all terms: below (60.00 vs 97.00). Here (3 seeds a point): at chance at every point "
+            "run (at most 10.48%; chance 10%): the paper's trend cannot be read here.") in ablation
+    assert "holds" not in figure + ablation and "does not hold" not in figure + ablation
 
 
 def test_each_figure_is_drawn_and_linked_from_the_page(pages):

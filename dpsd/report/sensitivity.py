@@ -15,11 +15,13 @@ from typing import Sequence
 import pandas as pd
 from matplotlib.figure import Figure
 
+from dpsd.data import dataset_info
+from dpsd.errors import ConfigError
 from dpsd.report.cells import DATA_ABSENT, NOT_RUN, RUN
 from dpsd.report.tables import (DASH, fmt_eps, fmt_mean_std, has_switches, is_stale, markdown_table,
                                 matching_groups, switches)
-from dpsd.report.trends import (FLAT_EPS, FLAT_POINTS, METRICS, NOT_RUN_TEXT, Check, as_number, check_trend,
-                                check_versus, claims_for, fmt_x, line, verdict)
+from dpsd.report.trends import (AT_CHANCE_VERDICT, FLAT_EPS, FLAT_POINTS, METRICS, NOT_RUN_TEXT, Check, as_number,
+                                at_chance, check_trend, check_versus, claims_for, fmt_x, group_points, line, verdict)
 
 
 # --- the sentences ------------------------------------------------------------------------------------------------
@@ -32,10 +34,19 @@ def _what(metric: str, series: str, dataset: str) -> str:
     return f"{words} of {series}" if series and series != dataset else words
 
 
+def chance(dataset: str) -> float | None:
+    """Chance accuracy (%) on ``dataset``: 100 / its classes (None for a dataset the harness does not know)."""
+    try:
+        return 100.0 / dataset_info(dataset)[0]
+    except ConfigError:
+        return None
+
+
 def sentences(spec_name: str, feeds: dict, claims: pd.DataFrame, groups: pd.DataFrame,
               datasets: Sequence[str], refs: pd.DataFrame | None = None) -> list[str]:
     """One sentence per line the paper states a trend for, and one per dataset for its comparisons, on the datasets
-    shown: what the paper says, what ours show, and whether the paper's trend holds."""
+    shown: what the paper says, what ours show, and whether the paper's trend holds (where our students are at chance,
+    that it cannot be read: :func:`~dpsd.report.trends.at_chance`)."""
     mine = claims_for(claims, spec_name)
     x_name = str(feeds.get("x", "x")).split(".")[-1]
     beside = paper_numbers(groups, refs, None) if refs is not None and not feeds.get("x") else {}
@@ -47,9 +58,14 @@ def sentences(spec_name: str, feeds: dict, claims: pd.DataFrame, groups: pd.Data
             names = [series] if series else list(dict.fromkeys(groups[groups["dataset"] == dataset]["series"]))
             for name in names:
                 checks = [check_trend(row, line(groups, dataset, name, metric), x_name) for _, row in rows.iterrows()]
+                if metric == "accuracy":  # the lines themselves, both of a difference
+                    points = [p for part in name.split(" - ") for p in line(groups, dataset, part.strip(), metric)]
+                    checks = at_chance(checks, points, chance(dataset))
                 out.append(_sentence(dataset, _what(metric, name, dataset), rows, checks, groups))
         for metric, rows in versus.groupby("metric", sort=False):
             checks = [c for _, row in rows.iterrows() for c in check_versus(row, groups, dataset, beside)]
+            if (metric or "accuracy") == "accuracy":
+                checks = at_chance(checks, group_points(groups, dataset, "accuracy"), chance(dataset))
             if checks:
                 out.append(_sentence(dataset, METRICS[metric or "accuracy"][2], rows, checks, groups))
     return out
@@ -66,6 +82,8 @@ def _sentence(dataset: str, what: str, rows: pd.DataFrame, checks: Sequence[Chec
     ending = verdict(checks)
     if ending == "not run yet":
         return f"{head}: {'; '.join(c.paper for c in checks)}. Here: not run yet."
+    if ending == AT_CHANCE_VERDICT:
+        return f"{head}: {'; '.join(c.paper for c in checks)}. Here ({planned}): {checks[0].ours}: {ending}."
     return f"{head} → here ({planned}): {'; '.join(f'{c.paper} → {c.ours}' for c in checks)}: {ending}."
 
 

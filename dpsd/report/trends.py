@@ -23,6 +23,11 @@ A change counts as a rise or a fall only beyond :data:`FLAT_POINTS` percentage p
 (:func:`check_trend`, :func:`check_versus`) is a :class:`Check`: the paper's words, ours, and whether they agree;
 :func:`verdict` sums a line's checks up. The sensitivity pages (:mod:`dpsd.report.sensitivity`) write them as
 sentences.
+
+A student at chance has learned nothing a trend could be read from: a line (both lines of a difference), or every cell
+of an ablation table, whose finished points all lie within :data:`CHANCE_POINTS` of chance (100 / classes) says so
+(:func:`chance_ceiling`, :func:`at_chance`) in place of a verdict: a flat line at 10% does not "hold" the paper's
+plateau at 98%, and two one-class students do not compare.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ CLAIM_COLUMNS = ("paper", "table", "panel", "spec", "dataset", "metric", "series
                  "trend", "points", "paper_row", "paper_versus", "source", "note")
 FLAT_POINTS = 1.0  # percentage points: a smaller change of an accuracy is flat
 FLAT_EPS = 0.01    # a relative change of an ε below this is flat
+CHANCE_POINTS = 5.0  # percentage points above chance (100 / classes) within which a student is at chance
 METRICS = {  # claim metric -> (group column, factor to percent, words)
     "accuracy": ("accuracy", 1.0, "student accuracy"),
     "ensemble_test_accuracy": ("metrics.ensemble_test_accuracy", 100.0, "teacher-ensemble accuracy"),
@@ -51,6 +57,8 @@ METRICS = {  # claim metric -> (group column, factor to percent, words)
 STEP_WORDS = {"up": "rises", "down": "falls", "flat": "is flat"}
 SIGN_WORDS = {"above": "above", "below": "below", "same": "level with"}
 NOT_RUN_TEXT = "not run"
+AT_CHANCE_TEXT = "at chance"
+AT_CHANCE_VERDICT = "the paper's trend cannot be read here"
 IGNORED_KEYS = ("seed", "scale", "data.root", "results_dir")  # overrides that do not tell two cells of a table apart
 
 
@@ -174,6 +182,11 @@ def _line(groups: pd.DataFrame, dataset: str, series: str, metric: str) -> list[
         y, std = _value(group, metric)
         points.append(Point(x, y, std, int(group["seeds"]), int(group["planned_seeds"]), group["status"]))
     return sorted(points, key=lambda p: p.x)
+
+
+def group_points(groups: pd.DataFrame, dataset: str, metric: str) -> list[Point]:
+    """Every cell of ``groups`` on ``dataset`` as a point (x 0): what an ablation table's comparisons are made of."""
+    return [Point(0.0, *_value(group, metric)) for _, group in groups[groups["dataset"] == dataset].iterrows()]
 
 
 def line(groups: pd.DataFrame, dataset: str, series: str, metric: str) -> list[Point]:
@@ -345,11 +358,34 @@ def _context(group: pd.Series, claim: pd.Series) -> str:
     return f"[{' '.join(f'{k}={v}' for k, v in rest.items())}] " if rest else ""
 
 
+def chance_ceiling(points: Sequence[Point], chance: float | None) -> float | None:
+    """The highest finished point (%) when every finished one of ``points`` lies within :data:`CHANCE_POINTS` of
+    ``chance`` (%); None otherwise, without a finished point, or where chance is not known."""
+    done = [p.y for p in points if p.y is not None]
+    if chance is None or not done or max(done) > chance + CHANCE_POINTS:
+        return None
+    return max(done)
+
+
+def at_chance(checks: Sequence[Check], points: Sequence[Point], chance: float | None) -> list[Check]:
+    """``checks`` as they are, or, where every finished point of ``points`` is at chance (:func:`chance_ceiling`), each
+    with ours saying so and no verdict."""
+    top = chance_ceiling(points, chance)
+    if top is None:
+        return list(checks)
+    ours = f"{AT_CHANCE_TEXT} at every point run (at most {top:.2f}%; chance {chance:g}%)"
+    return [Check(c.paper, ours, None) for c in checks]
+
+
 def verdict(checks: Sequence[Check]) -> str:
-    """The sentence's ending: holds, holds in part, does not hold, or not run yet."""
+    """The sentence's ending: holds, holds in part, does not hold, cannot be read (at chance), or not run yet."""
     known = [c for c in checks if c.holds is not None]
     if not known:
-        return "not run yet" if all(c.ours == NOT_RUN_TEXT for c in checks) else "too few points run to say"
+        if all(c.ours == NOT_RUN_TEXT for c in checks):
+            return "not run yet"
+        if all(c.ours.startswith(AT_CHANCE_TEXT) for c in checks):
+            return AT_CHANCE_VERDICT
+        return "too few points run to say"
     held = sum(c.holds for c in known)
     if held == len(checks):
         return "the paper's trend holds here"
