@@ -228,7 +228,7 @@ def test_an_ablation_compares_each_cell_with_the_cell_without_its_switch(pages):
 
 
 def test_students_at_chance_are_said_to_be_so_in_place_of_a_verdict(tmp_path):
-    one_class = {label: (9.8, 10.28, 11.35) for label in ACCURACY}  # every cell, both tables, within a point of chance
+    one_class = {label: (9.8, 10.28, 11.35) for label in ACCURACY}  # every cell, both tables, within two points of chance
     page = _render(tmp_path, "flat", "chance", one_class)
     figure, ablation = _section(page, "Tiny Fig. 1"), _section(page, "Tiny Table 1")
     assert ("is flat from iterations = 2 to 8. Here (3 seeds a point): at chance at every point run (at most 10.48%; "
