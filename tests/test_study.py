@@ -14,8 +14,8 @@ import yaml
 from dpsd.errors import ConfigError
 from dpsd.report.pages import Page, render_pages
 from dpsd.report.runs import load_history, read_archive
-from dpsd.report.study import (best_configuration, importance_table, optuna_study, sensitivity_markdown, study_markdown,
-                               study_runs)
+from dpsd.report.study import (agreement_sentence, best_configuration, first_by_each, importance_table, optuna_study,
+                               sensitivity_markdown, study_markdown, study_runs)
 from dpsd.sweep.spec import load_spec
 from dpsd.sweep.study import HELD_OUT, SELECTION, run_study, search_block, split_halves, study_overrides
 
@@ -90,6 +90,7 @@ def test_importance_names_the_hyper_parameter_that_decides_and_the_best_configur
     assert best["n"] == 3 and best["held_out"] == "88.00 ± 1.00"  # 89, 87, 88: the held-out half, not selection's
     page = study_markdown(spec, runs, tmp_path)
     assert "## Which hyper-parameters matter" in page and "held-out accuracy 88.00 ± 1.00% (n = 3" in page
+    assert "`method.student_lr` first" in page  # the evaluators' agreement said beside the table
     assert (tmp_path / "figures" / "study_smoke_parallel.png").stat().st_size > 0  # named for the spec and the scale
     assert (tmp_path / "figures" / "study_smoke_pair.png").stat().st_size > 0
 
@@ -101,7 +102,20 @@ def test_the_sensitivity_page_ranks_each_studys_hyper_parameters(tmp_path):
     rows = [line for line in page.splitlines() if line.startswith("| [study]")]
     assert len(rows) == 2 and "| dpsd | 8 |" in rows[0]
     assert rows[0].index("method.student_lr") < rows[0].index("method.output_step")  # the one that decides first
-    assert rows[1].split("|")[-2].strip() == "—"  # one trial: no importance to read
+    ped_first = first_by_each(importance_table(optuna_study(spec, made_up_runs())))[1]
+    assert rows[0].split("|")[-2].strip() == ped_first  # PED-ANOVA's first, beside fANOVA's order
+    assert [cell.strip() for cell in rows[1].split("|")[-3:-1]] == ["—", "—"]  # one trial: no importance to read
+
+
+@pytest.mark.parametrize("ped, words", [
+    (["0.800", "0.200"], "fANOVA and PED-ANOVA both rank `method.stages` first (12 trials)."),
+    (["0.200", "0.800"], "fANOVA ranks `method.stages` first and PED-ANOVA `method.student_lr`: the two evaluators "
+                         "disagree over 12 trials, so the order is a hint, not a finding"),
+])
+def test_a_study_page_says_whether_its_two_evaluators_agree_on_what_matters_most(ped, words):
+    importance = pd.DataFrame({"Hyper-parameter": ["method.stages", "method.student_lr"], "PED-ANOVA": ped,
+                               "_mean": [0.7, 0.3]})  # fANOVA's order: most important first
+    assert words in agreement_sentence(importance, 12)
 
 
 def test_a_trial_records_its_run_scored_on_both_halves_and_reports_the_selection_half(tmp_path, monkeypatch):

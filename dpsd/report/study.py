@@ -95,6 +95,22 @@ def importance_table(study) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("_mean", ascending=False).reset_index(drop=True)
 
 
+def first_by_each(importance: pd.DataFrame) -> tuple[str, str]:
+    """The hyper-parameter each evaluator of :func:`importance_table` ranks first: (fANOVA's, PED-ANOVA's)."""
+    ped = importance["PED-ANOVA"].astype(float)
+    return importance["Hyper-parameter"].iloc[0], importance["Hyper-parameter"][ped.idxmax()]
+
+
+def agreement_sentence(importance: pd.DataFrame, trials: int) -> str:
+    """Whether fANOVA and PED-ANOVA name the same hyper-parameter first: where they do not, the order is read from
+    too few trials (``trials``) to be more than a hint, and the page says so."""
+    fanova, ped = first_by_each(importance)
+    if fanova == ped:
+        return f"fANOVA and PED-ANOVA both rank `{fanova}` first ({trials} trials)."
+    return (f"fANOVA ranks `{fanova}` first and PED-ANOVA `{ped}`: the two evaluators disagree over {trials} "
+            f"trials, so the order is a hint, not a finding (more trials, `--trials`, to read it).")
+
+
 def best_configuration(runs: pd.DataFrame) -> dict | None:
     """The configuration with the best mean selection accuracy among those run at more than one seed (else among
     all), with its held-out accuracy over its seeds."""
@@ -176,7 +192,8 @@ def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path, scale: str = "smok
         return "\n".join(lines + ["Too few finished trials for an importance analysis.", ""])
     study = optuna_study(spec, runs)
     importance = importance_table(study)
-    lines += ["## Which hyper-parameters matter", "", markdown_table(importance.drop(columns="_mean")), ""]
+    lines += ["## Which hyper-parameters matter", "", markdown_table(importance.drop(columns="_mean")), "",
+              agreement_sentence(importance, len(search)), ""]
     for path in study_figures(study, importance, out / "figures", artifact_stem(spec, scale)):
         lines += [f"![{path.stem}](figures/{path.name})", ""]
     best = best_configuration(runs)
@@ -203,11 +220,13 @@ def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]], links: dict[s
         order = "; ".join(f"{r['Hyper-parameter']} {r['_mean']:.2f}" for _, r in ranked.iterrows())
         rows.append({"Study": f"[{spec.name}]({link})" if link else spec.name, "Method": method, "Trials": len(search),
                      "Most to least important (fANOVA)": order or (
-                         f"not run yet: `{study_command(spec, scale)}`" if runs.empty else DASH)})
+                         f"not run yet: `{study_command(spec, scale)}`" if runs.empty else DASH),
+                     "First by PED-ANOVA": first_by_each(ranked)[1] if len(ranked) else DASH})
     return "\n".join([*_head(title or "Which hyper-parameters matter, method by method", intro),
                       "Each row is a study (`dpsd sweep SPEC --search optuna`; its page has the plots and the best "
                       "configuration): its hyper-parameters ranked by Optuna's fANOVA importance of the selection "
-                      "accuracy, the mean over three forest seeds (the importances of a study sum to 1).", "",
+                      "accuracy, the mean over three forest seeds (the importances of a study sum to 1); where "
+                      "PED-ANOVA ranks another first, the order is a hint from too few trials, not a finding.", "",
                       markdown_table(pd.DataFrame(rows)), ""])
 
 
