@@ -19,9 +19,10 @@ from dpsd.report import render_report
 from dpsd.report.pages import load_pages
 from dpsd.report.reference import load_reference
 from dpsd.report.tables import switches
+from dpsd.report.cells import RUN
 from dpsd.report.trends import (AT_CHANCE_VERDICT, CLAIM_COLUMNS, CHANCE_POINTS, METRICS, Point, at_chance,
-                                chance_ceiling, check_trend, claims_path, direction, load_claims, pairs, segments, shape,
-                                sign, verdict)
+                                chance_ceiling, check_trend, check_versus, claims_path, direction, load_claims, pairs,
+                                segments, shape, sign, verdict)
 from dpsd.sweep.spec import expand_cells, group_label, load_spec
 from dpsd.version import method_code_version
 
@@ -87,6 +88,22 @@ def test_a_line_at_chance_gets_no_verdict_and_one_point_above_it_gets_one():
     assert unread[0].holds is None and unread[0].ours == "at chance at every point run (at most 10.50%; chance 10%)"
     assert verdict(unread) == AT_CHANCE_VERDICT
     assert at_chance([flat], learned, 10.0) == [flat]
+
+
+def test_an_ablation_pair_whose_two_students_are_at_chance_is_not_read_and_the_verdict_counts_the_parts_read():
+    def group(overrides, accuracy):
+        return {"overrides": overrides, "dataset": "mnist", "status": RUN, "accuracy": accuracy, "accuracy_std": 1.0}
+
+    groups = pd.DataFrame([group({"loss.ce": "1", "loss.ie": "1"}, 9.74), group({"loss.ce": "0", "loss.ie": "1"}, 9.74),
+                           group({"loss.ce": "1", "loss.ie": "0"}, 15.5), group({"loss.ce": "0", "loss.ie": "0"}, 9.74)])
+    claim = _claim(cell="loss.ce=0", versus="loss.ce=1", trend="below")
+    checks = check_versus(claim, groups, "mnist", chance=10.0)
+    assert [c.holds for c in checks] == [None, True]  # 9.74 vs 9.74: not read | 9.74 vs 15.50: read, below
+    assert checks[0].ours == "at chance, both (9.74 vs 9.74; chance 10%)"
+    assert verdict(checks) == "the paper's trend holds in 1 of the one part read (1 at chance, not read)"
+    assert [c.holds for c in check_versus(claim, groups, "mnist")] == [False, True]  # chance unknown: both read
+    level = check_versus(_claim(cell="loss.ce=0", versus="loss.ce=1", trend="same"), groups, "mnist", chance=10.0)
+    assert verdict([*checks, *level]) == "the paper's trend holds in 1 of the 2 parts read (2 at chance, not read)"
 
 
 # --- the page, from a fake runs archive ----------------------------------------------------------------------------

@@ -27,7 +27,8 @@ sentences.
 A student at chance has learned nothing a trend could be read from: a line (both lines of a difference), or every cell
 of an ablation table, whose finished points all lie within :data:`CHANCE_POINTS` of chance (100 / classes) says so
 (:func:`chance_ceiling`, :func:`at_chance`) in place of a verdict: a flat line at 10% does not "hold" the paper's
-plateau at 98%, and two one-class students do not compare.
+plateau at 98%, and two one-class students do not compare. So for each pair of an ablation table (:func:`check_versus`
+given ``chance``): a pair whose two students are both at chance is not read, and the verdict counts the parts read.
 """
 
 from __future__ import annotations
@@ -316,9 +317,11 @@ def pairs(groups: pd.DataFrame, cell: str, versus: str, dataset: str = "") -> li
 
 
 def check_versus(claim: pd.Series, groups: pd.DataFrame, dataset: str,
-                 beside: dict[int, list[pd.Series]] | None = None) -> list[Check]:
+                 beside: dict[int, list[pd.Series]] | None = None, chance: float | None = None) -> list[Check]:
     """A comparison claim against each pair of our cells it names (:func:`pairs`); ``beside``: the paper's rows by
-    group (:func:`~dpsd.report.sensitivity.paper_numbers`), whose numbers the sentence quotes for each pair."""
+    group (:func:`~dpsd.report.sensitivity.paper_numbers`), whose numbers the sentence quotes for each pair;
+    ``chance`` (%, accuracy claims): a pair whose two students are both within :data:`CHANCE_POINTS` of it is not
+    read (no verdict for it)."""
     metric, token = claim["metric"] or "accuracy", claim["trend"]
     if claim["paper_row"]:  # the paper's own names for the two rows
         compared = f"{claim['paper_row']} vs {claim['paper_versus']}"
@@ -334,6 +337,9 @@ def check_versus(claim: pd.Series, groups: pd.DataFrame, dataset: str,
         (a, sa), (b, sb) = _value(left, metric), _value(right, metric)
         if a is None or b is None:
             checks.append(Check(paper, NOT_RUN_TEXT, None))
+            continue
+        if metric == "accuracy" and chance is not None and max(a, b) <= chance + CHANCE_POINTS:
+            checks.append(Check(paper, f"{AT_CHANCE_TEXT}, both ({a:.2f} vs {b:.2f}; chance {chance:g}%)", None))
             continue
         difference = Point(0.0, a - b, math.hypot(*(0.0 if math.isnan(s) else s for s in (sa, sb))))
         found = sign(difference, metric)
@@ -391,5 +397,10 @@ def verdict(checks: Sequence[Check]) -> str:
         return "the paper's trend holds here"
     if held == 0 and len(known) == len(checks):
         return "the paper's trend does not hold here"
-    return f"the paper's trend holds in {held} of {len(checks)} parts" + (
-        f" ({len(checks) - len(known)} not run yet)" if len(known) < len(checks) else "")
+    unread = sum(c.ours.startswith(AT_CHANCE_TEXT) for c in checks)
+    left = len(checks) - len(known) - unread
+    if unread:  # pairs at chance: the verdict is over the parts read
+        notes = [f"{left} not run yet"] * bool(left) + [f"{unread} at chance, not read"]
+        read = f"the {len(known)} parts read" if len(known) > 1 else "the one part read"
+        return f"the paper's trend holds in {held} of {read} ({', '.join(notes)})"
+    return f"the paper's trend holds in {held} of {len(checks)} parts" + (f" ({left} not run yet)" if left else "")
