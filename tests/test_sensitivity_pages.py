@@ -341,3 +341,13 @@ def test_the_sensitivity_pages_are_in_the_manifest_one_per_paper_on_mnist():
         assert page.scale == "laptop" and page.datasets == ("mnist",)
         assert all(load_spec(REPO / "sweeps" / f"{name}.yaml").paper == paper for name in page.only)
         assert all(load_spec(REPO / "sweeps" / f"{name}.yaml").seeds == (0, 1, 2) for name in page.only), paper
+
+
+def test_a_sentence_read_from_fewer_seeds_than_planned_says_how_many_ran():
+    from dpsd.report.sensitivity import _seeds_a_point
+
+    planned = pd.Series([3, 3, 3])
+    assert _seeds_a_point(pd.Series([3, 3, 3]), planned) == "3 seeds a point"
+    assert _seeds_a_point(pd.Series([1, 3]), planned) == "1 to 3 of 3 seeds a point"
+    assert _seeds_a_point(pd.Series([1, 1]), planned) == "1 of 3 seeds a point"
+    assert _seeds_a_point(pd.Series([], dtype=int), pd.Series([], dtype=int)) == "no cell"

@@ -75,8 +75,8 @@ def sentences(spec_name: str, feeds: dict, claims: pd.DataFrame, groups: pd.Data
 def _sentence(dataset: str, what: str, rows: pd.DataFrame, checks: Sequence[Check], groups: pd.DataFrame) -> str:
     """``**dataset, what.** The paper (table, where its direction comes from) → here (seeds a point): each claim →
     ours; the verdict.`` (``Here: not run yet`` while no cell of it has run)."""
-    seeds = groups[groups["dataset"] == dataset]["planned_seeds"]
-    planned = f"{int(seeds.max())} seed{'s' if int(seeds.max()) != 1 else ''} a point" if len(seeds) else "no cell"
+    mine = groups[groups["dataset"] == dataset]
+    planned = _seeds_a_point(mine["seeds"][mine["seeds"] > 0], mine["planned_seeds"])
     source = ("from its printed points (papers.csv)" if (rows["points"] == "papers.csv").all()
               else "in its words; the points are not in the text")
     head = f"**{dataset}, {what}.** The paper ({rows['table'].iloc[0]}, {source})"
@@ -86,6 +86,19 @@ def _sentence(dataset: str, what: str, rows: pd.DataFrame, checks: Sequence[Chec
     if ending == AT_CHANCE_VERDICT:
         return f"{head}: {'; '.join(c.paper for c in checks)}. Here ({planned}): {checks[0].ours}: {ending}."
     return f"{head} → here ({planned}): {'; '.join(f'{c.paper} → {c.ours}' for c in checks)}: {ending}."
+
+
+def _seeds_a_point(done: pd.Series, planned: pd.Series) -> str:
+    """``3 seeds a point`` where every point run has its planned seeds, else what ran: ``1 to 3 of 3 seeds a point``
+    (a reading from fewer seeds than planned is said to be one)."""
+    if not len(planned):
+        return "no cell"
+    most = int(planned.max())
+    low, high = (int(done.min()), int(done.max())) if len(done) else (0, 0)
+    if low == high == most:
+        return f"{most} seed{'s' if most != 1 else ''} a point"
+    ran = f"{low}" if low == high else f"{low} to {high}"
+    return f"{ran} of {most} seeds a point"
 
 
 # --- the table and the figure -------------------------------------------------------------------------------------
