@@ -434,6 +434,28 @@ def test_a_curve_never_mixes_two_neighbouring_relations():
     assert line_figure(single.drop(columns="neighbouring"), "x", "t", "c").axes[0].get_title() == "fmnist"
 
 
+def test_an_infinite_ledger_is_named_in_its_panel_and_a_long_title_wraps_inside_the_figure():
+    """ε rigorous = ∞ cannot sit on a log axis: the ε panel names it (at every point, or at how many) instead of
+    dropping it unseen; a title wider than the figure is wrapped, not cut at its edges."""
+
+    from dpsd.report.cells import RUN
+    from dpsd.report.figures import line_figure
+
+    groups = pd.DataFrame({"status": RUN, "dataset": "mnist", "series": "mnist", "x": [1000.0, 5000.0],
+                           "accuracy": [16.0, 24.6], "accuracy_std": None, "teacher_accuracy": 99.0,
+                           "eps_claimed": [1.0, 1.0], "eps_rigorous": [math.inf, math.inf]})
+    title = "DP-DFD Fig. 2: DP-DFD: amount of synthetic data (stages x samples per stage), eps = 1"
+    figure = line_figure(groups, "method.samples_per_stage", title, "caption", privacy_panel=True)
+    notes = [text.get_text() for text in figure.axes[1].texts]
+    assert "mnist: ε rigorous ∞ at every point" in notes
+    assert "ε claimed ∞" not in " ".join(notes)  # the finite ledger is plotted, not named
+    suptitle = figure._suptitle.get_text()
+    assert "\n" in suptitle and suptitle.replace("\n", " ") == title
+    one_infinite = groups.assign(eps_rigorous=[math.inf, 3.0])
+    notes = [t.get_text() for t in line_figure(one_infinite, "x", "t", "c", privacy_panel=True).axes[1].texts]
+    assert notes == ["mnist: ε rigorous ∞ at 1 of 2 points"]
+
+
 def test_a_resumed_runs_minutes_count_the_training_before_its_resume():
     """A run resumed from a checkpoint records its last process's wall seconds and the training before the resume
     apart; the tables' Minutes add them (a 13-hour run resumed at its end is not a 20-minute run)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import shutil
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -114,11 +115,11 @@ def _panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numer
 
 def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numeric: bool) -> None:
     """Both ledgers against the x key (log y), one relation (:func:`panels`): ε claimed dashed, ε
-    rigorous solid; an infinite ε is left out of the plot (the table shows it as ∞)."""
+    rigorous solid; an infinite ε is left out of the plot (the table shows it as ∞) and named in the panel's corner."""
     done = _in_panel(groups, dataset, relation)
     if numeric:
         done["x"] = done["x"].astype(float)
-    plotted = False
+    plotted, unbounded = False, []
     for series, points in done.groupby("series", sort=False):
         points = points.sort_values("x") if numeric else points
         for column, style, name in (("eps_claimed", "--", "ε claimed"), ("eps_rigorous", "-", "ε rigorous")):
@@ -126,6 +127,12 @@ def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, relation: str | Non
             if len(finite):
                 axes.plot(finite["x"], finite[column], linestyle=style, marker="o", label=f"{series}: {name}")
                 plotted = True
+            infinite = points[points[column].map(lambda v: v is not None and v == math.inf)]
+            if len(infinite):
+                every = "every point" if len(infinite) == len(points) else f"{len(infinite)} of {len(points)} points"
+                unbounded.append(f"{series}: {name} ∞ at {every}")
+    if unbounded:
+        axes.text(0.02, 0.02, "\n".join(unbounded), transform=axes.transAxes, fontsize=7, ha="left", va="bottom")
     if plotted:
         axes.set_yscale("log")  # labelled as plain numbers ("30", not "3×10¹"), on matplotlib's log ticks
         axes.yaxis.set_major_formatter(PlainLogFormatter())
@@ -188,7 +195,7 @@ def line_figure(groups: pd.DataFrame, x_label: str, title: str, caption: str,
     if numeric and (log_x if log_x is not None else _log_scale(xs)):
         for axes in figure.axes:
             _label_log_axis(axes, xs)
-    figure.suptitle(title, fontsize=10)
+    figure.suptitle(textwrap.fill(title, width=int(11 * 4.6 * columns)), fontsize=10)  # ~11 characters an inch
     figure.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
     figure.tight_layout(rect=(0, 0.5 / height, 1, 1))
     return figure
