@@ -16,10 +16,10 @@ import pytest
 
 from conftest import spec_folder
 from dpsd.report import render_report
+from dpsd.report.cells import RUN
 from dpsd.report.pages import load_pages
 from dpsd.report.reference import load_reference
 from dpsd.report.tables import switches
-from dpsd.report.cells import RUN
 from dpsd.report.trends import (AT_CHANCE_VERDICT, CLAIM_COLUMNS, CHANCE_POINTS, METRICS, Point, at_chance,
                                 chance_ceiling, check_trend, check_versus, claims_path, direction, load_claims, pairs,
                                 segments, shape, sign, verdict)

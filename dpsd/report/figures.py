@@ -115,7 +115,8 @@ def _panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numer
 
 def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numeric: bool) -> None:
     """Both ledgers against the x key (log y), one relation (:func:`panels`): ε claimed dashed, ε
-    rigorous solid; an infinite ε is left out of the plot (the table shows it as ∞) and named in the panel's corner."""
+    rigorous solid; an infinite ε is left out of the plot (the table shows it as ∞) and named in the panel's
+    corner."""
     done = _in_panel(groups, dataset, relation)
     if numeric:
         done["x"] = done["x"].astype(float)
@@ -179,7 +180,8 @@ def line_figure(groups: pd.DataFrame, x_label: str, title: str, caption: str,
     columns = min(len(found), 3)
     rows = math.ceil(len(found) / columns) * (2 if privacy_panel else 1)
     height = 3.6 * rows + 0.6
-    figure = Figure(figsize=(4.6 * columns, height), dpi=100)
+    width = 4.6 * columns
+    figure = Figure(figsize=(width, height), dpi=100)
     xs = []
     for index, (dataset, relation) in enumerate(found):
         row, column = divmod(index, columns)
@@ -195,7 +197,7 @@ def line_figure(groups: pd.DataFrame, x_label: str, title: str, caption: str,
     if numeric and (log_x if log_x is not None else _log_scale(xs)):
         for axes in figure.axes:
             _label_log_axis(axes, xs)
-    figure.suptitle(textwrap.fill(title, width=int(11 * 4.6 * columns)), fontsize=10)  # ~11 characters an inch
+    figure.suptitle(textwrap.fill(title, width=int(11 * width)), fontsize=10)  # ~11 characters an inch
     figure.text(0.01, 0.01, caption, fontsize=7, ha="left", va="bottom", wrap=True)
     figure.tight_layout(rect=(0, 0.5 / height, 1, 1))
     return figure

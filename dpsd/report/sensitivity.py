@@ -63,8 +63,8 @@ def sentences(spec_name: str, feeds: dict, claims: pd.DataFrame, groups: pd.Data
                     checks = at_chance(checks, points, chance(dataset))
                 out.append(_sentence(dataset, _what(metric, name, dataset), rows, checks, groups))
         for metric, rows in versus.groupby("metric", sort=False):
-            floor = chance(dataset) if (metric or "accuracy") == "accuracy" else None
-            checks = [c for _, row in rows.iterrows() for c in check_versus(row, groups, dataset, beside, floor)]
+            checks = [c for _, row in rows.iterrows()
+                      for c in check_versus(row, groups, dataset, beside, chance(dataset))]
             if (metric or "accuracy") == "accuracy":
                 checks = at_chance(checks, group_points(groups, dataset, "accuracy"), chance(dataset))
             if checks:

@@ -338,7 +338,7 @@ def check_versus(claim: pd.Series, groups: pd.DataFrame, dataset: str,
         if a is None or b is None:
             checks.append(Check(paper, NOT_RUN_TEXT, None))
             continue
-        if metric == "accuracy" and chance is not None and max(a, b) <= chance + CHANCE_POINTS:
+        if metric == "accuracy" and chance_ceiling([Point(0.0, a), Point(0.0, b)], chance) is not None:
             checks.append(Check(paper, f"{AT_CHANCE_TEXT}, both ({a:.2f} vs {b:.2f}; chance {chance:g}%)", None))
             continue
         difference = Point(0.0, a - b, math.hypot(*(0.0 if math.isnan(s) else s for s in (sa, sb))))
@@ -397,10 +397,9 @@ def verdict(checks: Sequence[Check]) -> str:
         return "the paper's trend holds here"
     if held == 0 and len(known) == len(checks):
         return "the paper's trend does not hold here"
-    unread = sum(c.ours.startswith(AT_CHANCE_TEXT) for c in checks)
+    unread = sum(c.ours.startswith(AT_CHANCE_TEXT) for c in checks)  # pairs at chance: counted over the parts read
     left = len(checks) - len(known) - unread
-    if unread:  # pairs at chance: the verdict is over the parts read
-        notes = [f"{left} not run yet"] * bool(left) + [f"{unread} at chance, not read"]
-        read = f"the {len(known)} parts read" if len(known) > 1 else "the one part read"
-        return f"the paper's trend holds in {held} of {read} ({', '.join(notes)})"
-    return f"the paper's trend holds in {held} of {len(checks)} parts" + (f" ({left} not run yet)" if left else "")
+    notes = [f"{left} not run yet"] * bool(left) + [f"{unread} at chance, not read"] * bool(unread)
+    read = f"the {len(known)} parts read" if len(known) > 1 else "the one part read"
+    parts = read if unread else f"{len(checks)} parts"
+    return f"the paper's trend holds in {held} of {parts}" + (f" ({', '.join(notes)})" if notes else "")
