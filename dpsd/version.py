@@ -92,9 +92,12 @@ def canonical_dump(node: object) -> str:
     return repr(node)
 
 
+@lru_cache(maxsize=None)
 def meaning_of(text: str, name: str) -> bytes:
     """What the source file ``name`` holding ``text`` computes, without its comments and docstrings:
-    the bytes hashed for it (a module's syntax tree in :func:`canonical_dump`)."""
+    the bytes hashed for it (a module's syntax tree in :func:`canonical_dump`). Kept per text, as
+    :func:`_imported_modules` is: every method's version (:func:`method_code_version`) reads most of the same
+    files, so a dry run planning every spec parses each file once rather than once per method."""
     if name.endswith(".py"):
         return canonical_dump(_without_docstrings(ast.parse(text, filename=name))).encode()
     if name.endswith(".toml"):  # the project and its build, not the tools' settings nor the extras' tools
@@ -167,7 +170,8 @@ def code_version_at(commit: str, root: Path = ROOT) -> str | None:
     return None if files is None else f"{__version__}+src{_digest(files)}"
 
 
-def _imported_modules(text: str, name: str) -> set[str]:
+@lru_cache(maxsize=None)
+def _imported_modules(text: str, name: str) -> frozenset[str]:
     """Dotted names ``text`` imports anywhere (in functions too): ``from a.b import c`` gives ``a.b`` and
     ``a.b.c`` (``c`` may be a submodule)."""
     names: set[str] = set()
@@ -177,7 +181,7 @@ def _imported_modules(text: str, name: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
+    return frozenset(names)
 
 
 def closure(roots: list[str], files: dict[str, str]) -> set[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dpsd.config import compose
+from dpsd.config import compose, config_hash
 from dpsd.sweep import spec as sweep_spec
 from dpsd.sweep.runner import run_sweeps
 
@@ -19,7 +19,7 @@ ARCHIVE = REPO / "results" / "runs.csv"
 
 def _clear_caches() -> None:
     for cached in (sweep_spec._compose_once, sweep_spec._groups_composed, sweep_spec.composition_cache,
-                   sweep_spec._parse_once):
+                   sweep_spec._parse_once, sweep_spec._hash_table):
         cached.cache_clear()
     sweep_spec._METHOD_CHECKED.clear()
 
@@ -47,16 +47,39 @@ def test_the_fast_plan_lists_exactly_the_cells_composing_each_through_hydra_does
     _clear_caches()
     cold = plan()
     assert list((tmp_path / "compositions").glob("*/*.pkl")), "the group compositions were kept on disk"
+    assert list((tmp_path / "compositions").glob(f"*/{sweep_spec.HASHES}")), "so were the cells' hashes"
     _clear_caches()
     warm = plan()
     _clear_caches()
     with monkeypatch.context() as patched:  # the full path: Hydra composes every cell's whole override list
         patched.setattr(sweep_spec, "_compose_once", lambda overrides: pickle.dumps(compose(list(overrides))))
+        patched.setattr(sweep_spec, "cell_hash", config_hash)  # and hashes each by dpsd.config
         full = plan()
     _clear_caches()
     assert cold == warm == full
     statuses = {status for *_, status in full}
     assert len(full) >= 10 and len(statuses) >= 2, statuses
+
+
+def test_a_kept_hash_is_config_hash_and_a_changed_value_or_type_is_hashed_anew(tmp_path, monkeypatch):
+    """The on-disk table of cells' hashes answers config_hash's own hash, from a new process's read too; a config
+    that differs from a kept one in one value, or only in a value's type (1 and 1.0), gets its own."""
+    monkeypatch.setenv(sweep_spec.CACHE_VARIABLE, str(tmp_path))
+    _clear_caches()
+    cfg = compose(["method=dpsd", "seed=1"])
+    first = sweep_spec.cell_hash(cfg)
+    sweep_spec._save_hashes()
+    _clear_caches()  # as a new process: the table read from disk
+    assert sweep_spec.cell_hash(cfg) == first == config_hash(cfg)
+    assert len(sweep_spec._hash_table(sweep_spec.composition_cache())) == 1
+    other = cfg.copy()
+    other.seed = 2
+    assert sweep_spec.cell_hash(other) == config_hash(other) != first
+    as_float, as_int = cfg.copy(), cfg.copy()
+    as_float.method.student_lr, as_int.method.student_lr = 1.0, 1
+    for config in (as_float, as_int):  # kept in this order: the int must not be answered the float's hash
+        assert sweep_spec.cell_hash(config) == config_hash(config)
+    _clear_caches()
 
 
 def test_a_changed_config_tree_is_a_new_composition_cache(tmp_path, monkeypatch):

@@ -430,10 +430,60 @@ def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
                 raise ConfigError(f"sweep {spec.name}, cell {' '.join(mine)}: {err}") from None
             if scale == CHECK and over_check_cap(spec, cfg):
                 continue
-            cells.append((Cell(spec.name, " ".join(mine), full, config_hash(cfg),
+            cells.append((Cell(spec.name, " ".join(mine), full, cell_hash(cfg),
                                str(cfg.dataset.name), str(cfg.method.name)), cfg))
+    _save_hashes()
     _check_distinct(spec.name, [cell for cell, _ in cells])
     return cells
+
+
+HASHES = "config_hashes.json"
+"""The file of :func:`cell_hash`'s table in a :func:`composition_cache` folder."""
+
+
+def cell_hash(cfg: DictConfig) -> str:
+    """:func:`dpsd.config.config_hash` of ``cfg``, kept on disk beside the compositions (:func:`composition_cache`,
+    whose fingerprint holds ``dpsd/config.py``, where the hash is defined) under the exact content of the resolved
+    config: the sha256 of its pickle, which unpickles to that content only, so two configs that differ in any value
+    or type never share an entry (two pickles of one content may differ: then it is hashed again). Planning every
+    spec hashes about 1,900 cells, most of them the same from one dry run to the next, and the sorted YAML dump
+    that config_hash hashes was a fifth of the dry run's time."""
+    folder = composition_cache()
+    if folder is None:
+        return config_hash(cfg)
+    content = pickle.dumps(OmegaConf.to_container(cfg, resolve=True), protocol=4)
+    key = hashlib.sha256(content).hexdigest()[:32]
+    table = _hash_table(folder)
+    if key not in table:
+        table[key] = config_hash(cfg)
+        _UNSAVED.add(folder)
+    return table[key]
+
+
+@functools.lru_cache(maxsize=4)
+def _hash_table(folder: Path) -> dict[str, str]:
+    try:
+        table = json.loads((folder / HASHES).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or a torn or foreign file: hash again
+        return {}
+    return table if isinstance(table, dict) else {}
+
+
+_UNSAVED: set[Path] = set()
+
+
+def _save_hashes() -> None:
+    """Write the hashes :func:`cell_hash` added, merged with any another process wrote meanwhile."""
+    for folder in sorted(_UNSAVED):
+        table = {**_hash_table.__wrapped__(folder), **_hash_table(folder)}
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            partial = folder / f"{HASHES}.{os.getpid()}.tmp"
+            partial.write_text(json.dumps(table), encoding="utf-8")
+            os.replace(partial, folder / HASHES)  # whole or not at all
+        except OSError:  # a read-only home: the cache is a convenience
+            pass
+    _UNSAVED.clear()
 
 
 def _check_distinct(name: str, cells: Sequence[Cell]) -> None:
