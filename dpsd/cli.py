@@ -125,6 +125,10 @@ def cmd_run(args: list[str]) -> None:
     print(f"progress log: {log}", flush=True)
     progress.log_to(log)
     progress.keep(" ".join(["dpsd run", *args]))
+    note = untargeted_epsilon_note(cfg)
+    if note:
+        print(note, flush=True)
+        progress.keep(note)
     try:
         try:
             summary = run_experiment(cfg)
@@ -137,6 +141,35 @@ def cmd_run(args: list[str]) -> None:
         progress.log_to(None)
     if parsed.json:
         write_json(parsed.json, summary)
+
+
+UNTARGETED_TOLERANCE = 0.01
+"""How far (relative) a planned claimed epsilon may sit from ``privacy.epsilon`` before :func:`untargeted_epsilon_note`
+speaks: DP-SGD's accountant meets its own target to a few parts in a thousand."""
+
+
+def untargeted_epsilon_note(cfg) -> str | None:
+    """A note, before a run computes anything, when the ``privacy.epsilon`` it was given is not what it will spend:
+    with ``privacy.calibrate=off`` a method's own noise settings set the spend (PATE's sigma, DGD's per-query
+    epsilon, DPSD's data-mode sigma), and the claimed epsilon its plan gives (:func:`dpsd.experiment.privacy_report`,
+    which reads no data) differs from the target by more than :data:`UNTARGETED_TOLERANCE`. None when the run
+    calibrates, is not private or names no target."""
+    from omegaconf import OmegaConf
+
+    from dpsd.experiment import privacy_report
+    from dpsd.report.tables import fmt_eps
+
+    target = OmegaConf.select(cfg, "privacy.epsilon")
+    if cfg.privacy.mode == "none" or target is None or cfg.privacy.calibrate != "off":
+        return None
+    report = privacy_report(cfg)
+    planned, target = float(report["eps_claimed"]), float(target)
+    if abs(planned - target) <= UNTARGETED_TOLERANCE * target:
+        return None
+    return (f"note: privacy.epsilon={target:g} is not this run's budget: with privacy.calibrate=off "
+            f"{cfg.method.name}'s own noise settings plan eps_claimed {fmt_eps(planned, 'inf')} "
+            f"(eps_rigorous {fmt_eps(float(report['eps_rigorous']), 'inf')}); privacy.calibrate=claimed or "
+            "rigorous solves the noise for the target")
 
 
 def run_log(cfg) -> Path:

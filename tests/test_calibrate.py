@@ -6,7 +6,7 @@ import math
 import mlflow
 import pytest
 
-from dpsd.cli import main
+from dpsd.cli import main, untargeted_epsilon_note
 from dpsd.config import compose
 from dpsd.errors import ConfigError
 from dpsd.experiment import privacy_report, resolve_run, run_experiment
@@ -192,3 +192,18 @@ def test_privacy_report_prints_both_rigorous_accountants_for_every_registered_me
         # the reported figure is the tighter of the two valid bounds
         numbers = [math.inf if report[k] == "inf" else report[k] for k in ("eps_rigorous_rdp", "eps_rigorous_pld")]
         assert (math.inf if report["eps_rigorous"] == "inf" else report["eps_rigorous"]) == min(numbers), name
+
+
+def test_a_run_told_an_epsilon_it_will_not_spend_says_so_before_it_computes():
+    """Calibration off: PATE's fixed sigma and DGD's per-query epsilon plan far from the target, and the note names
+    the plan's spend and the switch that meets the target; where the plan meets it (DPSD's label mode, whose
+    per-query epsilon is the target), where the run calibrates, or where it is not private, there is no note."""
+    pate = ["method=pate", "privacy=label", "privacy.epsilon=1"]
+    note = untargeted_epsilon_note(compose(pate))
+    planned = privacy_report(compose(pate))["eps_claimed"]
+    assert note is not None and f"{planned:.2f}" in note and "privacy.calibrate=claimed" in note, note
+    assert untargeted_epsilon_note(compose(["method=dgd", "privacy=label", "privacy.epsilon=1"])) is not None
+    for quiet in (["method=dpsd", "privacy=label", "privacy.epsilon=1"],
+                  [*pate, "privacy.calibrate=claimed"],
+                  ["method=dpsd", "privacy=none"]):
+        assert untargeted_epsilon_note(compose(quiet)) is None, quiet
