@@ -22,7 +22,7 @@ from dpsd.report.reference import load_reference
 from dpsd.report.tables import switches
 from dpsd.report.trends import (AT_CHANCE_VERDICT, CLAIM_COLUMNS, CHANCE_POINTS, METRICS, Point, at_chance,
                                 chance_ceiling, check_trend, check_versus, claims_path, direction, load_claims, pairs,
-                                segments, shape, sign, verdict)
+                                segments, shape, sign, unbounded, verdict)
 from dpsd.sweep.spec import expand_cells, group_label, load_spec
 from dpsd.version import method_code_version
 
@@ -88,6 +88,17 @@ def test_a_line_at_chance_gets_no_verdict_and_one_point_above_it_gets_one():
     assert unread[0].holds is None and unread[0].ours == "at chance at every point run (at most 10.50%; chance 10%)"
     assert verdict(unread) == AT_CHANCE_VERDICT
     assert at_chance([flat], learned, 10.0) == [flat]
+
+
+def test_an_epsilon_line_infinite_at_every_point_gets_no_verdict_and_one_finite_point_gives_one():
+    infinite = _points([math.inf, None, math.inf])
+    rise = check_trend(_claim(metric="eps_rigorous", trend="up"), infinite, "eps_0")
+    assert rise.holds is False  # the rule alone reads ∞ to ∞ as flat: not the paper's rise
+    unread = unbounded([rise], infinite)
+    assert unread[0].holds is None and unread[0].ours.startswith("infinite at every point run")
+    assert verdict(unread) == AT_CHANCE_VERDICT
+    partly = _points([5.0, math.inf])
+    assert unbounded([rise], partly) == [rise] and unbounded([rise], _points([None])) == [rise]
 
 
 def test_an_ablation_pair_whose_two_students_are_at_chance_is_not_read_and_the_verdict_counts_the_parts_read():

@@ -21,7 +21,7 @@ from dpsd.report.cells import DATA_ABSENT, NOT_RUN, RUN
 from dpsd.report.tables import (DASH, fmt_eps, fmt_mean_std, has_switches, is_stale, markdown_table,
                                 matching_groups, switches)
 from dpsd.report.trends import (AT_CHANCE_VERDICT, FLAT_EPS, FLAT_POINTS, METRICS, NOT_RUN_TEXT, Check, as_number,
-                                at_chance, check_trend, check_versus, claims_for, fmt_x, group_points, line, verdict)
+                                at_chance, check_trend, check_versus, claims_for, fmt_x, group_points, line, unbounded, verdict)
 
 
 # --- the sentences ------------------------------------------------------------------------------------------------
@@ -61,6 +61,8 @@ def sentences(spec_name: str, feeds: dict, claims: pd.DataFrame, groups: pd.Data
                 if metric == "accuracy":  # the lines themselves, both of a difference
                     points = [p for part in name.split(" - ") for p in line(groups, dataset, part.strip(), metric)]
                     checks = at_chance(checks, points, chance(dataset))
+                elif metric.startswith("eps_"):
+                    checks = unbounded(checks, line(groups, dataset, name, metric))
                 out.append(_sentence(dataset, _what(metric, name, dataset), rows, checks, groups))
         for metric, rows in versus.groupby("metric", sort=False):
             checks = [c for _, row in rows.iterrows()

@@ -29,6 +29,7 @@ of an ablation table, whose finished points all lie within :data:`CHANCE_POINTS`
 (:func:`chance_ceiling`, :func:`at_chance`) in place of a verdict: a flat line at 10% does not "hold" the paper's
 plateau at 98%, and two one-class students do not compare. So for each pair of an ablation table (:func:`check_versus`
 given ``chance``): a pair whose two students are both at chance is not read, and the verdict counts the parts read.
+Likewise an ε line infinite at every point (:func:`unbounded`) is not read: the ledger bounds nothing there.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ STEP_WORDS = {"up": "rises", "down": "falls", "flat": "is flat"}
 SIGN_WORDS = {"above": "above", "below": "below", "same": "level with"}
 NOT_RUN_TEXT = "not run"
 AT_CHANCE_TEXT = "at chance"
+UNBOUNDED_TEXT = "infinite"
+UNREADABLE = (AT_CHANCE_TEXT, UNBOUNDED_TEXT)
+"""How ours begins where a line cannot be read: its students at chance (:func:`at_chance`), or its ledger infinite at
+every point (:func:`unbounded`)."""
 AT_CHANCE_VERDICT = "the paper's trend cannot be read here"
 IGNORED_KEYS = ("seed", "scale", "data.root", "results_dir")  # overrides that do not tell two cells of a table apart
 
@@ -383,13 +388,24 @@ def at_chance(checks: Sequence[Check], points: Sequence[Point], chance: float | 
     return [Check(c.paper, ours, None) for c in checks]
 
 
+def unbounded(checks: Sequence[Check], points: Sequence[Point]) -> list[Check]:
+    """``checks`` of an ε line as they are, or, where every finished point of ``points`` is infinite (the ledger bounds
+    nothing there: a release it does not cover), each with ours saying so and no verdict: ∞ to ∞ is neither the
+    paper's rise nor its fall."""
+    done = [p.y for p in points if p.y is not None]
+    if not done or not all(math.isinf(y) for y in done):
+        return list(checks)
+    return [Check(c.paper, f"{UNBOUNDED_TEXT} at every point run (the ledger bounds nothing here)", None)
+            for c in checks]
+
+
 def verdict(checks: Sequence[Check]) -> str:
     """The sentence's ending: holds, holds in part, does not hold, cannot be read (at chance), or not run yet."""
     known = [c for c in checks if c.holds is not None]
     if not known:
         if all(c.ours == NOT_RUN_TEXT for c in checks):
             return "not run yet"
-        if all(c.ours.startswith(AT_CHANCE_TEXT) for c in checks):
+        if all(c.ours.startswith(UNREADABLE) for c in checks):
             return AT_CHANCE_VERDICT
         return "too few points run to say"
     held = sum(c.holds for c in known)
@@ -397,7 +413,7 @@ def verdict(checks: Sequence[Check]) -> str:
         return "the paper's trend holds here"
     if held == 0 and len(known) == len(checks):
         return "the paper's trend does not hold here"
-    unread = sum(c.ours.startswith(AT_CHANCE_TEXT) for c in checks)  # pairs at chance: counted over the parts read
+    unread = sum(c.ours.startswith(UNREADABLE) for c in checks)  # pairs not read: counted over the parts read
     left = len(checks) - len(known) - unread
     notes = [f"{left} not run yet"] * bool(left) + [f"{unread} at chance, not read"] * bool(unread)
     read = f"the {len(known)} parts read" if len(known) > 1 else "the one part read"
