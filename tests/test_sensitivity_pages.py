@@ -20,7 +20,7 @@ from dpsd.report.cells import RUN
 from dpsd.report.pages import load_pages
 from dpsd.report.reference import load_reference
 from dpsd.report.tables import switches
-from dpsd.report.trends import (AT_CHANCE_VERDICT, CLAIM_COLUMNS, CHANCE_POINTS, METRICS, Point, at_chance,
+from dpsd.report.trends import (UNREADABLE_VERDICT, CLAIM_COLUMNS, CHANCE_POINTS, METRICS, Point, at_chance,
                                 chance_ceiling, check_trend, check_versus, claims_path, direction, load_claims, pairs,
                                 segments, shape, sign, unbounded, verdict)
 from dpsd.sweep.spec import expand_cells, group_label, load_spec
@@ -86,7 +86,7 @@ def test_a_line_at_chance_gets_no_verdict_and_one_point_above_it_gets_one():
     assert flat.holds is True  # the rule alone reads a line at chance as the paper's plateau
     unread = at_chance([flat], flat_at_ten, 10.0)
     assert unread[0].holds is None and unread[0].ours == "at chance at every point run (at most 10.50%; chance 10%)"
-    assert verdict(unread) == AT_CHANCE_VERDICT
+    assert verdict(unread) == UNREADABLE_VERDICT
     assert at_chance([flat], learned, 10.0) == [flat]
 
 
@@ -96,9 +96,11 @@ def test_an_epsilon_line_infinite_at_every_point_gets_no_verdict_and_one_finite_
     assert rise.holds is False  # the rule alone reads ∞ to ∞ as flat: not the paper's rise
     unread = unbounded([rise], infinite)
     assert unread[0].holds is None and unread[0].ours.startswith("infinite at every point run")
-    assert verdict(unread) == AT_CHANCE_VERDICT
+    assert verdict(unread) == UNREADABLE_VERDICT
     partly = _points([5.0, math.inf])
     assert unbounded([rise], partly) == [rise] and unbounded([rise], _points([None])) == [rise]
+    held = check_trend(_claim(trend="up"), _points([40.0, 60.0]), "eps_0")
+    assert verdict([held, *unread]) == "the paper's trend holds in 1 of the one part read (1 infinite, not read)"
 
 
 def test_an_ablation_pair_whose_two_students_are_at_chance_is_not_read_and_the_verdict_counts_the_parts_read():

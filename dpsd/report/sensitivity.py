@@ -20,8 +20,9 @@ from dpsd.errors import ConfigError
 from dpsd.report.cells import DATA_ABSENT, NOT_RUN, RUN
 from dpsd.report.tables import (DASH, fmt_eps, fmt_mean_std, has_switches, is_stale, markdown_table,
                                 matching_groups, switches)
-from dpsd.report.trends import (AT_CHANCE_VERDICT, FLAT_EPS, FLAT_POINTS, METRICS, NOT_RUN_TEXT, Check, as_number,
-                                at_chance, check_trend, check_versus, claims_for, fmt_x, group_points, line, unbounded, verdict)
+from dpsd.report.trends import (FLAT_EPS, FLAT_POINTS, METRICS, NOT_RUN_TEXT, UNREADABLE_VERDICT, Check, as_number,
+                                at_chance, check_trend, check_versus, claims_for, fmt_x, group_points, line, unbounded,
+                                verdict)
 
 
 # --- the sentences ------------------------------------------------------------------------------------------------
@@ -61,7 +62,7 @@ def sentences(spec_name: str, feeds: dict, claims: pd.DataFrame, groups: pd.Data
                 if metric == "accuracy":  # the lines themselves, both of a difference
                     points = [p for part in name.split(" - ") for p in line(groups, dataset, part.strip(), metric)]
                     checks = at_chance(checks, points, chance(dataset))
-                elif metric.startswith("eps_"):
+                else:  # an ε line (never infinite elsewhere)
                     checks = unbounded(checks, line(groups, dataset, name, metric))
                 out.append(_sentence(dataset, _what(metric, name, dataset), rows, checks, groups))
         for metric, rows in versus.groupby("metric", sort=False):
@@ -85,7 +86,7 @@ def _sentence(dataset: str, what: str, rows: pd.DataFrame, checks: Sequence[Chec
     ending = verdict(checks)
     if ending == "not run yet":
         return f"{head}: {'; '.join(c.paper for c in checks)}. Here: not run yet."
-    if ending == AT_CHANCE_VERDICT:
+    if ending == UNREADABLE_VERDICT:
         return f"{head}: {'; '.join(c.paper for c in checks)}. Here ({planned}): {checks[0].ours}: {ending}."
     return f"{head} → here ({planned}): {'; '.join(f'{c.paper} → {c.ours}' for c in checks)}: {ending}."
 

@@ -64,7 +64,7 @@ UNBOUNDED_TEXT = "infinite"
 UNREADABLE = (AT_CHANCE_TEXT, UNBOUNDED_TEXT)
 """How ours begins where a line cannot be read: its students at chance (:func:`at_chance`), or its ledger infinite at
 every point (:func:`unbounded`)."""
-AT_CHANCE_VERDICT = "the paper's trend cannot be read here"
+UNREADABLE_VERDICT = "the paper's trend cannot be read here"
 IGNORED_KEYS = ("seed", "scale", "data.root", "results_dir")  # overrides that do not tell two cells of a table apart
 
 
@@ -400,22 +400,23 @@ def unbounded(checks: Sequence[Check], points: Sequence[Point]) -> list[Check]:
 
 
 def verdict(checks: Sequence[Check]) -> str:
-    """The sentence's ending: holds, holds in part, does not hold, cannot be read (at chance), or not run yet."""
+    """The sentence's ending: holds, holds in part, does not hold, cannot be read (at chance, or an infinite ledger), or
+    not run yet."""
     known = [c for c in checks if c.holds is not None]
     if not known:
         if all(c.ours == NOT_RUN_TEXT for c in checks):
             return "not run yet"
         if all(c.ours.startswith(UNREADABLE) for c in checks):
-            return AT_CHANCE_VERDICT
+            return UNREADABLE_VERDICT
         return "too few points run to say"
     held = sum(c.holds for c in known)
     if held == len(checks):
         return "the paper's trend holds here"
     if held == 0 and len(known) == len(checks):
         return "the paper's trend does not hold here"
-    unread = sum(c.ours.startswith(UNREADABLE) for c in checks)  # pairs not read: counted over the parts read
-    left = len(checks) - len(known) - unread
-    notes = [f"{left} not run yet"] * bool(left) + [f"{unread} at chance, not read"] * bool(unread)
+    unread = {text: sum(c.ours.startswith(text) for c in checks) for text in UNREADABLE}  # counted over the parts read
+    left = len(checks) - len(known) - sum(unread.values())
+    notes = [f"{left} not run yet"] * bool(left) + [f"{n} {text}, not read" for text, n in unread.items() if n]
     read = f"the {len(known)} parts read" if len(known) > 1 else "the one part read"
-    parts = read if unread else f"{len(checks)} parts"
+    parts = read if any(unread.values()) else f"{len(checks)} parts"
     return f"the paper's trend holds in {held} of {parts}" + (f" ({', '.join(notes)})" if notes else "")
