@@ -48,7 +48,8 @@ from dpsd.privacy import claims, mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
 from dpsd.ensembles import load_or_train_members, member_predictions, vote_counts, with_member_steps
-from dpsd.teachers import disjoint_partition
+from dpsd.vote_cache import cached_predictions
+from dpsd.teachers import disjoint_partition, teacher_cache_dir
 
 Aggregator = Enum("Aggregator", "laplace gaussian")
 VaeData = Enum("VaeData", "synthetic private")
@@ -249,15 +250,17 @@ def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: T
     """Step 1 and the vote counts of Eq. (3): each member trained (or loaded) on its subset votes on
     ``queries`` and on the evaluation split. Returns (query votes, evaluation votes, the members' mean
     accuracy on the evaluation split). The member key ``"i/n, pool f"`` is PATE's and DPDFD's: one
-    cached member per split."""
+    cached member per split; the evaluation split's votes, the same in every cell of a seed, are cached
+    beside the members (:mod:`dpsd.vote_cache`)."""
     cfg, data, device = with_member_steps(ctx.cfg, ctx.cfg.method.member_steps), ctx.data, ctx.device
     names = [f"{i}/{len(parts)}{tag}" for i in range(len(parts))]
     members = load_or_train_members(cfg, data, device, parts, names, ctx.phase_log)
     test = evaluation_split(ctx)
     test_images, test_labels = images_of(test), labels_of(test)
-    voted = torch.cat([test_images.to(device), queries.to(device)])
-    predictions = member_predictions(members, voted, device, log=ctx.phase_log("member votes", len(members)))
-    test_predictions, query_predictions = predictions[:, :len(test_images)], predictions[:, len(test_images):]
+    test_predictions = cached_predictions(members, test_images.to(device), device, teacher_cache_dir(cfg) / "votes",
+                                          log=ctx.phase_log("member votes (evaluation split)", len(members)))
+    query_predictions = member_predictions(members, queries.to(device), device,
+                                           log=ctx.phase_log("member votes (queries)", len(members)))
     accuracy = float((test_predictions.cpu() == test_labels).float().mean())
     return vote_counts(query_predictions, data.num_classes), vote_counts(test_predictions, data.num_classes), accuracy
 

@@ -81,12 +81,15 @@ class CountedTeacher(nn.Module):
         object.__setattr__(self, "accesses", accesses)  # not a submodule, not state
 
     def forward(self, inputs: Tensor) -> Tensor:
-        answered = int(inputs.shape[0])
+        self.count(int(inputs.shape[0]))
+        return self.teacher(inputs)
+
+    def count(self, answered: int) -> None:
+        """``answered`` inputs answered by this teacher."""
         if self.member is None:
             self.accesses.teacher_answers += answered
         else:
             self.accesses.member_answers[self.member] += answered
-        return self.teacher(inputs)
 
     def get_submodule(self, target: str) -> nn.Module:
         """The wrapped network's submodule (a method names its layers as the network does)."""
@@ -97,6 +100,15 @@ class CountedTeacher(nn.Module):
             return super().__getattr__(name)
         except AttributeError:  # what the wrapped network offers beyond forward (its layers, its features)
             return getattr(super().__getattr__("teacher"), name)
+
+
+def count_cached_answers(members: list[nn.Module], answered: int) -> None:
+    """Answers each of ``members`` gave earlier about ``answered`` inputs, read back from a cache
+    (:mod:`dpsd.vote_cache`): counted as answered now, as if the member had answered again. Members outside a
+    boundary (a benchmark, a test) are not counted."""
+    for member in members:
+        if isinstance(member, CountedTeacher):
+            member.count(answered)
 
 
 def _counts(events: list[PrivacyEvent], kinds: tuple[type, ...], relation: str) -> int:
