@@ -446,14 +446,17 @@ def test_an_infinite_ledger_is_named_in_its_panel_and_a_long_title_wraps_inside_
                            "eps_claimed": [1.0, 1.0], "eps_rigorous": [math.inf, math.inf]})
     title = "DP-DFD Fig. 2: DP-DFD: amount of synthetic data (stages x samples per stage), eps = 1"
     figure = line_figure(groups, "method.samples_per_stage", title, "caption", privacy_panel=True)
-    notes = [text.get_text() for text in figure.axes[1].texts]
-    assert "mnist: ε rigorous ∞ at every point" in notes
-    assert "ε claimed ∞" not in " ".join(notes)  # the finite ledger is plotted, not named
+    legend = [text.get_text() for text in figure.axes[1].get_legend().get_texts()]
+    assert legend == ["mnist: ε claimed", "mnist: ε rigorous ∞ at every point"]  # in the legend, clear of the points
+    assert [text.get_text() for text in figure.axes[1].texts] == []
     suptitle = figure._suptitle.get_text()
     assert "\n" in suptitle and suptitle.replace("\n", " ") == title
     one_infinite = groups.assign(eps_rigorous=[math.inf, 3.0])
-    notes = [t.get_text() for t in line_figure(one_infinite, "x", "t", "c", privacy_panel=True).axes[1].texts]
-    assert notes == ["mnist: ε rigorous ∞ at 1 of 2 points"]
+    legend = line_figure(one_infinite, "x", "t", "c", privacy_panel=True).axes[1].get_legend().get_texts()
+    assert [t.get_text() for t in legend][-1] == "mnist: ε rigorous ∞ at 1 of 2 points"
+    nothing_finite = groups.assign(eps_claimed=[math.inf, math.inf])
+    notes = [t.get_text() for t in line_figure(nothing_finite, "x", "t", "c", privacy_panel=True).axes[1].texts]
+    assert notes == ["no finite ε", "mnist: ε claimed ∞ at every point\nmnist: ε rigorous ∞ at every point"]
 
 
 def test_a_resumed_runs_minutes_count_the_training_before_its_resume():

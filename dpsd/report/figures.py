@@ -17,6 +17,7 @@ from typing import Callable
 import mlflow
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter
 
 from dpsd.report.cells import RUN
@@ -115,8 +116,8 @@ def _panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numer
 
 def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numeric: bool) -> None:
     """Both ledgers against the x key (log y), one relation (:func:`panels`): ε claimed dashed, ε
-    rigorous solid; an infinite ε is left out of the plot (the table shows it as ∞) and named in the panel's
-    corner."""
+    rigorous solid; an infinite ε is left out of the plot (the table shows it as ∞) and named in the legend, which
+    matplotlib places clear of the points (in the panel's corner where no ε is finite)."""
     done = _in_panel(groups, dataset, relation)
     if numeric:
         done["x"] = done["x"].astype(float)
@@ -132,15 +133,17 @@ def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, relation: str | Non
             if len(infinite):
                 every = "every point" if len(infinite) == len(points) else f"{len(infinite)} of {len(points)} points"
                 unbounded.append(f"{series}: {name} ∞ at {every}")
-    if unbounded:
-        axes.text(0.02, 0.02, "\n".join(unbounded), transform=axes.transAxes, fontsize=7, ha="left", va="bottom")
     if plotted:
         axes.set_yscale("log")  # labelled as plain numbers ("30", not "3×10¹"), on matplotlib's log ticks
         axes.yaxis.set_major_formatter(PlainLogFormatter())
         axes.yaxis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
-        axes.legend(fontsize=7, loc="best")
+        handles, labels = axes.get_legend_handles_labels()
+        notes = [Line2D([], [], linestyle="none") for _ in unbounded]  # legend lines without a mark: placed clear of the points
+        axes.legend(handles + notes, labels + unbounded, fontsize=7, loc="best")
     else:
         axes.text(0.5, 0.5, "no finite ε", ha="center", va="center", transform=axes.transAxes)
+        if unbounded:
+            axes.text(0.02, 0.02, "\n".join(unbounded), transform=axes.transAxes, fontsize=7, ha="left", va="bottom")
     axes.set_ylabel("ε" if relation is None else f"ε ({relation})")
     axes.grid(True, alpha=0.3)
 
