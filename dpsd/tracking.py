@@ -212,7 +212,7 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) 
         run_id = client.create_run(experiment_id, tags=tags).info.run_id
     now = int(time.time() * 1000)
     params = [Param(k, str(v)) for k, v in flatten(OmegaConf.to_container(cfg, resolve=True))]
-    values = [Metric(k, v, now, 0) for k, v in finite_metrics(metrics).items()]
+    values = [Metric(k, v, now, 0) for k, v in finite_metrics({**metrics, LOAD_METRIC: load_per_core()}).items()]
     for start in range(0, max(len(params), len(values)), 100):  # MLflow takes 100 parameters a batch
         client.log_batch(run_id, metrics=values[start:start + 100], params=params[start:start + 100])
     with tempfile.TemporaryDirectory() as tmp:
@@ -241,6 +241,21 @@ def hardware_text() -> str:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     allocator = ", jemalloc" if in_use() == "jemalloc" else ""
     return f"{cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads, {gpu}{allocator}"
+
+
+LOAD_METRIC = "load_per_core"
+"""The run metric holding :func:`load_per_core` as the run was recorded."""
+
+
+def load_per_core() -> float | None:
+    """The machine's 15-minute load average per logical core as a run is recorded (its ``load_per_core`` metric):
+    about 1/cores for a one-thread run alone, 1 or more where work waited for the cores; so that a page's wall
+    minutes say whether they were taken alone or beside other work. None where the platform keeps no load
+    average."""
+    try:
+        return os.getloadavg()[2] / (os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return None
 
 
 def finite_metrics(metrics: dict[str, Any]) -> dict[str, float]:

@@ -34,6 +34,27 @@ def test_the_block_quotes_the_paper_with_its_source_and_reads_ours_from_the_conf
     assert ours(dp_dfd, "iterations") == f"{dp_dfd.method.stages} stages"
 
 
+def test_the_wall_minutes_say_how_busy_the_machine_was_where_runs_recorded_it():
+    dpsd = compose(["dataset=mnist", "method=dpsd"])
+    settings = pd.DataFrame([{"paper": "dpsd", "method": "dpsd", "dataset": "mnist", "key": "batch_size",
+                              "value": "b=256", "source": 'paper.txt:155 "batch size b=256"'}])
+    groups = pd.DataFrame([{"method": "dpsd", "dataset": "mnist", "config": dpsd, "status": "run", "wall_s": 60.0 * m,
+                            "metrics.load_per_core": load} for m, load in ((1, 0.5), (2, 1.1), (3, None))])
+    assert ("| wall minutes a cell | — | 2.0 (mean of 3 cell groups' runs; machine load per core as they ended: "
+            "median 0.80 of 2 cell groups, 1 = every core busy) |") in settings_block(groups, settings)
+
+
+def test_a_recorded_run_carries_the_machine_load_per_core(tmp_path):
+    from dpsd.experiment import run_experiment
+    from dpsd.tracking import LOAD_METRIC, load_per_core
+
+    import mlflow
+    summary = run_experiment(compose(["method=dpsd", "device=cpu", "method.iterations=2", "model.teacher.recipe.steps=5",
+                                      f"results_dir={tmp_path}"]), show_progress=False)
+    recorded = mlflow.MlflowClient(summary["tracking_uri"]).get_run(summary["run_id"]).data.metrics[LOAD_METRIC]
+    assert 0 < recorded and abs(recorded - load_per_core()) < 1  # the 15-minute average moves slowly
+
+
 def test_every_settings_row_names_a_known_key_and_a_quoted_source():
     settings = load_settings(REPO / "results" / "reference" / "settings.csv")
     from dpsd.report.settings import KEYS

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from dpsd.report.cells import RUN, SEPARATORS
 from dpsd.report.tables import DASH, normalization_words
+from dpsd.tracking import LOAD_METRIC
 
 SETTINGS_NAME = "settings.csv"  # beside the papers' numbers (results/reference/papers.csv)
 KEYS = ("teacher", "student", "generator", "iterations", "batch_size", "student_optimizer", "generator_optimizer",
@@ -97,6 +98,15 @@ def hardware(groups: pd.DataFrame) -> str:
     return " / ".join(machines) + (f" / {missing} of {len(recorded)} cell groups {unrecorded}" if missing else "")
 
 
+def machine_load(done: pd.DataFrame) -> str:
+    """How busy the machine was as the groups' runs ended (their :data:`~dpsd.tracking.LOAD_METRIC`), as a clause
+    for the wall minutes; "" where no run recorded it (runs recorded before the metric)."""
+    load = done.get(f"metrics.{LOAD_METRIC}", pd.Series(dtype=float)).dropna()
+    if not len(load):
+        return ""
+    return f"; machine load per core as they ended: median {load.median():.2f} of {len(load)} cell groups, 1 = every core busy"
+
+
 def settings_tables(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = "mnist") -> tuple[list[dict], list[str]]:
     """Per method of ``groups`` on ``dataset`` that the settings file names: ``{"method", "paper", "rows"}`` with rows
     of (setting, the paper's value with a numbered source, ours: each distinct value of the method's cells), the last
@@ -124,7 +134,7 @@ def settings_tables(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str =
         done = mine[mine["status"] == RUN]
         minutes = done.get("wall_s", pd.Series(dtype=float)).dropna() / 60
         rows.append(("wall minutes a cell", "—",
-                     f"{minutes.mean():.1f} (mean of {len(minutes)} cell groups' runs)"
+                     f"{minutes.mean():.1f} (mean of {len(minutes)} cell groups' runs{machine_load(done)})"
                      if len(minutes) and not math.isnan(minutes.mean()) else "no run"))
         tables.append({"method": method, "paper": paper_rows["paper"].iloc[0], "rows": rows})
     return tables, sources
