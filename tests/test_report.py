@@ -459,6 +459,34 @@ def test_an_infinite_ledger_is_named_in_its_panel_and_a_long_title_wraps_inside_
     assert notes == ["no finite ε", "mnist: ε claimed ∞ at every point\nmnist: ε rigorous ∞ at every point"]
 
 
+def test_a_teacher_ensembles_accuracy_is_drawn_dotted_beside_the_students_and_shared_lines_are_drawn_once():
+    """DGD Fig. 8's teacher-count trend is read on the ensemble's clean vote: the figure must show it, not only the
+    students near chance; two aggregations of one ensemble (the same accuracy at every x) share one line."""
+
+    from dpsd.report.cells import RUN
+    from dpsd.report.figures import ENSEMBLE_LABEL, line_figure
+
+    def rows(series, ensemble):
+        return pd.DataFrame({"status": RUN, "dataset": "mnist", "series": series, "x": [2.0, 5.0, 40.0],
+                             "accuracy": [11.8, 12.5, 14.6], "accuracy_std": None, "teacher_accuracy": 99.0,
+                             "eps_claimed": [8.2, 8.2, 8.2], "eps_rigorous": [math.inf] * 3,
+                             "metrics.ensemble_test_accuracy": ensemble})
+
+    figure = line_figure(rows("mnist", [0.6285, 0.7572, 0.7947]), "method.num_teachers", "t", "c")
+    dotted = [line for line in figure.axes[0].get_lines() if line.get_label() == ENSEMBLE_LABEL]
+    assert len(dotted) == 1 and dotted[0].get_linestyle() == ":"
+    assert list(dotted[0].get_ydata()) == pytest.approx([62.85, 75.72, 79.47])
+    both = pd.concat([rows("dgd", [0.79] * 3), rows("dgd_plus", [0.79] * 3)], ignore_index=True)
+    labels = line_figure(both, "x", "t", "c").axes[0].get_legend_handles_labels()[1]
+    assert labels.count(ENSEMBLE_LABEL) == 1 and {"dgd", "dgd_plus"} <= set(labels)
+    apart = pd.concat([rows("dgd", [0.79] * 3), rows("dgd_plus", [0.70] * 3)], ignore_index=True)
+    labels = line_figure(apart, "x", "t", "c").axes[0].get_legend_handles_labels()[1]
+    assert {f"dgd: {ENSEMBLE_LABEL}", f"dgd_plus: {ENSEMBLE_LABEL}"} <= set(labels)
+    without = rows("dpsd", [None] * 3).drop(columns="metrics.ensemble_test_accuracy")
+    assert not any(ENSEMBLE_LABEL in label for label in
+                   line_figure(without, "x", "t", "c").axes[0].get_legend_handles_labels()[1])
+
+
 def test_a_resumed_runs_minutes_count_the_training_before_its_resume():
     """A run resumed from a checkpoint records its last process's wall seconds and the training before the resume
     apart; the tables' Minutes add them (a 13-hour run resumed at its end is not a 20-minute run)."""

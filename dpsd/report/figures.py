@@ -75,7 +75,8 @@ def panel_title(dataset: str, relation: str | None) -> str:
 def _panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numeric: bool, teacher_line: bool,
            reference: pd.DataFrame | None, reference_x: Callable[[pd.Series], float | None]) -> list[float]:
     """One panel's lines (:func:`panels`: one dataset, one relation; one line per series, error bars =
-    sample std over seeds), the non-private teacher dashed and the paper's numbers as hollow markers
+    sample std over seeds; a teacher ensemble's accuracy dotted: :func:`_ensemble_lines`), the non-private
+    teacher dashed and the paper's numbers as hollow markers
     (in a dataset split by relation, only beside the paper's own method); returns the plotted x values."""
     done = _in_panel(groups, dataset, relation)
     if numeric:
@@ -86,6 +87,7 @@ def _panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numer
         errors = points["accuracy_std"].where(points["accuracy_std"].notna(), 0.0)
         line = axes.errorbar(points["x"], points["accuracy"], yerr=errors, marker="o", capsize=3, label=str(series))
         colors[series] = line.lines[0].get_color()
+    _ensemble_lines(axes, done, colors, numeric)
     teacher = groups[(groups["dataset"] == dataset) & groups["teacher_accuracy"].notna()]["teacher_accuracy"]
     if teacher_line and len(teacher):
         axes.axhline(float(teacher.mean()), color="black", linestyle="--", linewidth=1, label="non-private teacher")
@@ -112,6 +114,26 @@ def _panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numer
     axes.set_title(panel_title(dataset, relation), fontsize=9)
     axes.grid(True, alpha=0.3)
     return list(done["x"]) if numeric else []
+
+
+ENSEMBLE = "metrics.ensemble_test_accuracy"
+ENSEMBLE_LABEL = "teacher ensemble (clean vote)"
+
+
+def _ensemble_lines(axes, done: pd.DataFrame, colors: dict, numeric: bool) -> None:
+    """The teacher ensemble's clean-vote test accuracy (DGD's runs log it; DGD Fig. 8 plots it), dotted in its
+    series' colour beside the students' line: a figure whose trend is read on the ensemble shows the ensemble. Series
+    with the same ensemble at every x (one ensemble, two aggregations) share one line."""
+    if ENSEMBLE not in done:
+        return
+    lines = {}
+    for series, points in done[done[ENSEMBLE].notna()].groupby("series", sort=False):
+        points = points.sort_values("x") if numeric else points
+        key = (tuple(points["x"]), tuple(round(100.0 * float(v), 6) for v in points[ENSEMBLE]))
+        lines.setdefault(key, []).append(series)
+    for (xs, values), names in lines.items():
+        label = ENSEMBLE_LABEL if len(lines) == 1 else f"{', '.join(map(str, names))}: {ENSEMBLE_LABEL}"
+        axes.plot(list(xs), list(values), linestyle=":", marker=".", color=colors.get(names[0], "gray"), label=label)
 
 
 def _privacy_panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numeric: bool) -> None:
