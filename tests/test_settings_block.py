@@ -28,7 +28,7 @@ def test_the_block_quotes_the_paper_with_its_source_and_reads_ours_from_the_conf
     assert f"| iterations | not stated | {dpsd.method.iterations} iterations |" in block
     assert "20 stages" not in block  # a spec-wide ++method.stages does not make DPSD a staged method
     assert '[1] `paper.txt:155 "batch size b=256"`' in block
-    assert "| wall minutes a cell | — | 2.0 (mean of 1 cell groups' runs) |" in block  # the digits cell is not MNIST
+    assert "| wall minutes a cell | — | 2.0 (mean of 1 cell group's runs) |" in block  # the digits cell is not MNIST
     assert "| hardware | not stated | AMD EPYC, 2 logical cores, 1 torch threads, no GPU / NVIDIA H100 |" in block
     assert "dp_dfd" not in block  # the settings file names no DP-DFD row here: no block for it
     assert ours(dp_dfd, "iterations") == f"{dp_dfd.method.stages} stages"
@@ -42,6 +42,9 @@ def test_the_wall_minutes_say_how_busy_the_machine_was_where_runs_recorded_it():
                             "metrics.load_per_core": load} for m, load in ((1, 0.5), (2, 1.1), (3, None))])
     assert ("| wall minutes a cell | — | 2.0 (mean of 3 cell groups' runs; machine load per core as they ended: "
             "median 0.80 of 2 cell groups, 1 = every core busy) |") in settings_block(groups, settings)
+    one = groups.iloc[:1]
+    assert ("| wall minutes a cell | — | 1.0 (mean of 1 cell group's runs; machine load per core as they ended: "
+            "median 0.50 of 1 cell group, 1 = every core busy) |") in settings_block(one, settings)
 
 
 def test_a_recorded_run_carries_the_machine_load_per_core(tmp_path):

@@ -87,6 +87,12 @@ def ours(cfg, key: str) -> str:
     raise KeyError(key)
 
 
+def cell_groups(count: int, possessive: bool = False) -> str:
+    """``count`` cell groups in words, singular for one ("1 cell group's", "3 cell groups'")."""
+    noun = "cell group" if count == 1 else "cell groups"
+    return f"{count} {noun}" + (("'s" if count == 1 else "'") if possessive else "")
+
+
 def hardware(groups: pd.DataFrame) -> str:
     """The machines the groups' runs recorded (their ``hardware`` tag), or why there is none."""
     recorded = groups.get("hardware", pd.Series("", index=groups.index)).fillna("")
@@ -95,7 +101,7 @@ def hardware(groups: pd.DataFrame) -> str:
     if not machines:
         return unrecorded
     missing = int((recorded == "").sum())
-    return " / ".join(machines) + (f" / {missing} of {len(recorded)} cell groups {unrecorded}" if missing else "")
+    return " / ".join(machines) + (f" / {missing} of {cell_groups(len(recorded))} {unrecorded}" if missing else "")
 
 
 def machine_load(done: pd.DataFrame) -> str:
@@ -104,7 +110,7 @@ def machine_load(done: pd.DataFrame) -> str:
     load = done.get(f"metrics.{LOAD_METRIC}", pd.Series(dtype=float)).dropna()
     if not len(load):
         return ""
-    return f"; machine load per core as they ended: median {load.median():.2f} of {len(load)} cell groups, 1 = every core busy"
+    return f"; machine load per core as they ended: median {load.median():.2f} of {cell_groups(len(load))}, 1 = every core busy"
 
 
 def settings_tables(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str = "mnist") -> tuple[list[dict], list[str]]:
@@ -134,7 +140,7 @@ def settings_tables(groups: pd.DataFrame, settings: pd.DataFrame, dataset: str =
         done = mine[mine["status"] == RUN]
         minutes = done.get("wall_s", pd.Series(dtype=float)).dropna() / 60
         rows.append(("wall minutes a cell", "—",
-                     f"{minutes.mean():.1f} (mean of {len(minutes)} cell groups' runs{machine_load(done)})"
+                     f"{minutes.mean():.1f} (mean of {cell_groups(len(minutes), possessive=True)} runs{machine_load(done)})"
                      if len(minutes) and not math.isnan(minutes.mean()) else "no run"))
         tables.append({"method": method, "paper": paper_rows["paper"].iloc[0], "rows": rows})
     return tables, sources
