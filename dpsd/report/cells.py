@@ -17,6 +17,7 @@ from dpsd.report.reference import parse_epsilon
 from dpsd.sweep.spec import group_label
 
 NOT_RUN, DATA_ABSENT, RUN = "not run", "data absent", "run"
+ENSEMBLE = "metrics.ensemble_test_accuracy"  # the teacher ensemble's clean-vote test accuracy (0-1), where a run logs it
 FIGURES = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
 WORDS = ("neighbouring", "code_version", "hardware")
 """A run's words a report shows beside its figures."""

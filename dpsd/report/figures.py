@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter
 
-from dpsd.report.cells import RUN
+from dpsd.report.cells import ENSEMBLE, RUN
 
 PNG_METADATA = {"Software": None}  # no version string: the same plot gives the same bytes
 
@@ -116,7 +116,6 @@ def _panel(axes, groups: pd.DataFrame, dataset: str, relation: str | None, numer
     return list(done["x"]) if numeric else []
 
 
-ENSEMBLE = "metrics.ensemble_test_accuracy"
 ENSEMBLE_LABEL = "teacher ensemble (clean vote)"
 
 

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from dpsd.data import dataset_info
 from dpsd.errors import ConfigError
-from dpsd.report.cells import DATA_ABSENT, NOT_RUN, RUN
+from dpsd.report.cells import DATA_ABSENT, ENSEMBLE, NOT_RUN, RUN
 from dpsd.report.tables import (DASH, fmt_eps, fmt_mean_std, has_switches, is_stale, markdown_table,
                                 matching_groups, switches)
 from dpsd.report.trends import (FLAT_EPS, FLAT_POINTS, METRICS, NOT_RUN_TEXT, UNREADABLE_VERDICT, Check, as_number,
@@ -185,8 +185,8 @@ def point_table(groups: pd.DataFrame, refs: pd.DataFrame, feeds: dict) -> pd.Dat
                 "ε claimed": fmt_eps(group["eps_claimed"]) if done else DASH,
                 "ε rigorous": fmt_eps(group["eps_rigorous"]) if done else DASH,
                 "Paper": paper, "Paper's ε": paper_eps}
-        if "metrics.ensemble_test_accuracy" in group and done:  # DGD's teacher ensemble (its Fig. 8, top left)
-            value = as_number(group["metrics.ensemble_test_accuracy"])
+        if ENSEMBLE in group and done:  # DGD's teacher ensemble (its Fig. 8, top left)
+            value = as_number(group[ENSEMBLE])
             row["Ours (%)"] += f" (ensemble {100 * value:.2f})" if value is not None else ""
         rows.append(row)
     return pd.DataFrame(rows)

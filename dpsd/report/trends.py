@@ -41,7 +41,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from dpsd.report.cells import RUN
+from dpsd.report.cells import ENSEMBLE, RUN
 from dpsd.report.tables import DASH, fmt_eps, switches
 
 CLAIMS_NAME = "sensitivity.csv"
@@ -52,7 +52,7 @@ FLAT_EPS = 0.01    # a relative change of an ε below this is flat
 CHANCE_POINTS = 5.0  # percentage points above chance (100 / classes) within which a student is at chance
 METRICS = {  # claim metric -> (group column, factor to percent, words)
     "accuracy": ("accuracy", 1.0, "student accuracy"),
-    "ensemble_test_accuracy": ("metrics.ensemble_test_accuracy", 100.0, "teacher-ensemble accuracy"),
+    "ensemble_test_accuracy": (ENSEMBLE, 100.0, "teacher-ensemble accuracy"),
     "eps_claimed": ("eps_claimed", 1.0, "ε claimed"),
     "eps_rigorous": ("eps_rigorous", 1.0, "ε rigorous"),
 }
