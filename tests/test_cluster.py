@@ -104,7 +104,7 @@ def test_reproduce_on_a_two_node_cluster_records_every_trial_in_one_tracking_ser
     print(f"wall time {time.time() - started:.0f} s")
     assert code == 0, printed
     assert "ran: 2" in printed and "privacy.epsilon=1 seed=0" in printed
-    assert "progress: [2/2] ran cluster (smoke): privacy.epsilon=" in printed
+    assert "progress: [2/2] ran cluster (check): privacy.epsilon=" in printed
     logs = list((results / "ray").glob("reproduce-*.log"))
     assert len(logs) == 1 and "progress: [2/2] ran" in logs[0].read_text()
     assert not (results / "mlflow.db").exists()  # nothing went to a local store
