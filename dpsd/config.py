@@ -331,6 +331,9 @@ _ADDED_AT_HISTORICAL_VALUE = {
     ("method", "dkd_temperature"): 4.0,
     ("method", "update_order"): "student_first",  # DPSD's loop; DAFL's own values are joint | sequential
 }
+# Settings added after cells were recorded whose null means what every earlier run did (no stem chosen: the family's
+# default; no target: train every step of the recipe): left out of the hash when null.
+_ADDED_AS_NULL = (("model", "teacher", "stem"), ("model", "teacher", "recipe", "target"))
 # ``method.dkd_temperature`` came with a change of what ``distillation_loss=dkd`` computes (Eq. (2) as
 # printed before, Zhao et al.'s DKD since). A change of what code computes is what staleness is for: the cells keep
 # their keys, and every run recorded before is STALE (``dpsd/losses.py`` is in each such method's code closure,
@@ -350,6 +353,12 @@ def config_hash(cfg: DictConfig) -> str:
         for parent in parents:
             node = node.get(parent) or {}
         if key in node and node[key] == value:
+            del node[key]
+    for *parents, key in _ADDED_AS_NULL:
+        node = container
+        for parent in parents:
+            node = node.get(parent) or {}
+        if key in node and node[key] is None:
             del node[key]
     text = yaml.safe_dump(container, sort_keys=True, default_flow_style=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

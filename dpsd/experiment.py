@@ -179,9 +179,18 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
     metrics = {
         "student_test_accuracy": evaluate_accuracy(result.student, data.test, device),
         "teacher_test_accuracy": teacher_record["test_accuracy"],
+        # a teacher trained to a target (model.teacher.recipe.target): the steps it took and where it stopped
+        **({"teacher_steps": teacher_record["training"]["steps"],
+            "teacher_val_accuracy": teacher_record["training"]["val_accuracy"]} if "training" in teacher_record else {}),
         **{key: privacy[key] for key in FIGURES},
         "delta": privacy["delta"],
         "queries": privacy["queries"],
+        # the privacy boundary's counts of what fit touched: private images and labels read as they are, answers
+        # of the full-data teacher, and the most any ensemble member gave (0 reads: a data-free fit, measured)
+        "private_image_reads": float(accesses.image_reads.sum()),
+        "private_label_reads": float(accesses.label_reads.sum()),
+        "teacher_answers": float(accesses.teacher_answers),
+        "member_answers_max": float(max(accesses.member_answers.values(), default=0)),
         # a method's partial figure (e.g. DGD's eps_labels_only), under its own name
         **{key: value for key, value in privacy.items() if key.startswith("eps_") and key not in FIGURES},
         **{name: float(value) for name, value in result.metrics.items()},
@@ -199,6 +208,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
             models["generator"] = result.generator
         tags = {"method": cfg.method.name, "dataset": cfg.dataset.name, "scale": cfg.scale.name,
                 "privacy_mode": cfg.privacy.mode, "code_version": code_version(), "git_commit": git_commit(),
+                "teacher_weights_sha256": teacher_record["weights_sha256"],
                 # tags keep what metrics cannot: an infinite epsilon, the ledger's words
                 **{key: str(privacy[key]) for key in ("eps_claimed", "eps_rigorous", "claimed_notion",
                                                        "claimed_source", "accountant", "neighbouring")}}

@@ -12,14 +12,16 @@ import json
 import os
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 from tqdm.auto import tqdm
 
 from dpsd.data import DataSplits, teacher_view
@@ -96,7 +98,8 @@ def evaluate_accuracy(model: nn.Module, dataset: Dataset, device: torch.device, 
 
 
 def train_classifier(
-    model: nn.Module, dataset: Dataset, recipe: DictConfig, device: torch.device, seed: int, desc: str
+    model: nn.Module, dataset: Dataset, recipe: DictConfig, device: torch.device, seed: int, desc: str,
+    check: Callable[[int, nn.Module], bool] | None = None,
 ) -> nn.Module:
     """Plain supervised training on private data: Adam, cross-entropy, and the recipe's ``schedule``:
     ``onecycle`` (one-cycle to ``lr``, the default where the recipe names none) or ``constant`` (``lr``
@@ -105,6 +108,10 @@ def train_classifier(
     The recipe counts optimiser ``steps`` rather than epochs, so one recipe suits 1,437 digits and
     60,000 MNIST images alike; the loader reshuffles each time it runs out. A last partial batch of an
     epoch is dropped unless ``drop_last: false`` (DAFL's loader keeps it: 235 batches an MNIST epoch at 256).
+
+    ``check(step, model)``, where given, is called every ``recipe.target.every`` steps and after the last; training
+    stops at the first call that returns True (a recipe sized by its target: :func:`train_to_target`). ``steps`` is
+    then the most it may take, and the length of the one-cycle schedule.
     """
     torch.manual_seed(seed)
     model.to(device).train()
@@ -114,6 +121,7 @@ def train_classifier(
         drop_last=bool(recipe.get("drop_last", True)) and len(dataset) > int(recipe.batch_size),
     )
     steps = int(recipe.steps)
+    every = int(recipe.target.every) if check is not None else steps
     optimizer = torch.optim.Adam(model.parameters(), lr=float(recipe.lr), weight_decay=float(recipe.weight_decay))
     name = recipe.get("schedule", "onecycle")
     if name not in SCHEDULES:
@@ -121,13 +129,64 @@ def train_classifier(
     schedule = (torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=float(recipe.lr), total_steps=steps)
                 if name == "onecycle" else torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0))
     batches = (batch for _ in iter(int, 1) for batch in loader)  # endless reshuffled epochs
-    for _, (x, y) in zip(tqdm(range(steps), desc=desc, unit="step", leave=False, disable=None), batches):
+    for step, (x, y) in zip(tqdm(range(steps), desc=desc, unit="step", leave=False, disable=None), batches):
         loss = F.cross_entropy(model(x.to(device)), torch.as_tensor(y).to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         schedule.step()
+        if check is not None and ((step + 1) % every == 0 or step + 1 == steps):
+            stop = check(step + 1, model.eval())
+            model.train()
+            if stop:
+                break
     return model.eval()
+
+
+def validation_split(dataset: Dataset, size: int, seed: int) -> tuple[Dataset, Dataset]:
+    """``(train, validation)``: a seeded cut of ``size`` records from the private ``dataset`` (never the test split),
+    the rest to train on."""
+    if not 0 < size < len(dataset):
+        raise ConfigError(f"model.teacher.recipe.target.validation must be between 1 and {len(dataset) - 1} "
+                          f"(the private split's size less one), got {size}")
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    return Subset(dataset, order[size:]), Subset(dataset, order[:size])
+
+
+def train_to_target(model: nn.Module, data: DataSplits, recipe: DictConfig, device: torch.device, seed: int,
+                    desc: str) -> dict[str, Any]:
+    """Train ``model`` on the private split less a validation cut until its validation accuracy reaches
+    ``recipe.target.accuracy`` (the paper's stated teacher accuracy plus the margin the recipe states), checked every
+    ``recipe.target.every`` steps, or until ``recipe.steps``. Test accuracy is measured at each check for the curve
+    only: it chooses nothing. Returns ``{"steps", "val_accuracy", "reached", "curve"}``; each check is printed as a
+    progress line, so a terminal and a log show it."""
+    target = recipe.target
+    train, validation = validation_split(teacher_view(data.train), int(target.validation), seed)
+    curve: list[dict[str, float]] = []
+    started = time.perf_counter()
+
+    def check(step: int, net: nn.Module) -> bool:
+        val, test = evaluate_accuracy(net, validation, device), evaluate_accuracy(net, data.test, device)
+        curve.append({"step": step, "val_accuracy": val, "test_accuracy": test,
+                      "seconds": time.perf_counter() - started})
+        print(f"progress: {desc} step {step}/{int(recipe.steps)}: validation {100 * val:.2f}% "
+              f"(target {100 * float(target.accuracy):.2f}%), test {100 * test:.2f}%; "
+              f"{curve[-1]['seconds']:.0f} s", file=sys.stderr, flush=True)
+        return val >= float(target.accuracy)
+
+    train_classifier(model, train, recipe, device, seed, desc, check=check)
+    last = curve[-1]
+    return {"steps": int(last["step"]), "val_accuracy": last["val_accuracy"],
+            "reached": last["val_accuracy"] >= float(target.accuracy), "curve": curve}
+
+
+def weights_digest(model: nn.Module) -> str:
+    """sha256 of ``model``'s parameters and buffers in state-dict order: same seed, same weights, same digest."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def disjoint_partition(size: int, parts: int, pool_size: int, seed: int) -> tuple[list[list[int]], list[int]]:
@@ -139,18 +198,22 @@ def disjoint_partition(size: int, parts: int, pool_size: int, seed: int) -> tupl
     return [private[i::parts] for i in range(parts)], order[:pool_size]
 
 
-def save_teacher(cfg: DictConfig, key: TeacherKey, model: nn.Module, test_accuracy: float | None) -> Path:
-    """Store ``model`` in ``cfg``'s teacher cache under ``key``; returns the path."""
+def save_teacher(cfg: DictConfig, key: TeacherKey, model: nn.Module, test_accuracy: float | None,
+                 training: dict[str, Any] | None = None) -> Path:
+    """Store ``model`` in ``cfg``'s teacher cache under ``key`` (with ``training``: :func:`train_to_target`'s record);
+    returns the path."""
     path = teacher_cache_dir(cfg) / key.filename
-    _write_atomically(path, {"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": test_accuracy})
+    _write_atomically(path, {"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": test_accuracy,
+                             "training": training})
     return path
 
 
 def load_or_train_teacher(cfg: DictConfig, data: DataSplits, device: torch.device) -> tuple[nn.Module, dict]:
     """The full-data teacher for ``cfg`` (from cache, or trained on the private split and cached).
 
-    Returns the model in eval mode and a record ``{"path", "cached", "test_accuracy"}``. Ensemble
-    members (trained on parts of the split) come from :mod:`dpsd.ensembles`.
+    Returns the model in eval mode and a record ``{"path", "cached", "test_accuracy", "weights_sha256"}``, with
+    ``"training"`` (steps, validation accuracy, the curve) where the recipe has a ``target``
+    (:func:`train_to_target`). Ensemble members (trained on parts of the split) come from :mod:`dpsd.ensembles`.
     """
     teacher_cfg = cfg.model.teacher
     key = teacher_key(cfg, data.convention)
@@ -163,12 +226,20 @@ def load_or_train_teacher(cfg: DictConfig, data: DataSplits, device: torch.devic
     stored = read_cached(path)
     if stored is not None:
         model.load_state_dict(stored["state_dict"])
-        return model.to(device).eval(), {"path": str(path), "cached": True, "test_accuracy": stored["test_accuracy"]}
+        return model.to(device).eval(), {"path": str(path), "cached": True, "test_accuracy": stored["test_accuracy"],
+                                         "weights_sha256": weights_digest(model),
+                                         **({"training": stored["training"]} if stored.get("training") else {})}
+    training = None
     with torch.random.fork_rng(devices=[]):
-        train_classifier(model, teacher_view(data.train), teacher_cfg.recipe, device, int(cfg.seed), desc=f"teacher {key.arch}")
+        desc = f"teacher {key.arch}"
+        if teacher_cfg.recipe.get("target") is not None:
+            training = train_to_target(model, data, teacher_cfg.recipe, device, int(cfg.seed), desc)
+        else:
+            train_classifier(model, teacher_view(data.train), teacher_cfg.recipe, device, int(cfg.seed), desc=desc)
     accuracy = evaluate_accuracy(model, data.test, device)
-    save_teacher(cfg, key, model, accuracy)
-    return model, {"path": str(path), "cached": False, "test_accuracy": accuracy}
+    save_teacher(cfg, key, model, accuracy, training)
+    return model, {"path": str(path), "cached": False, "test_accuracy": accuracy,
+                   "weights_sha256": weights_digest(model), **({"training": training} if training else {})}
 
 
 def read_cached(path: Path) -> dict | None:

@@ -1,0 +1,66 @@
+"""A teacher recipe sized by its target: trained until a validation cut of the private split reaches the stated
+accuracy, then stopped; the test split chooses nothing."""
+
+import pytest
+import torch
+
+from dpsd.config import compose, resolve_paths
+from dpsd.data import load_data
+from dpsd.errors import ConfigError
+from dpsd.experiment import resolve_run
+from dpsd.teachers import load_or_train_teacher, validation_split, weights_digest
+
+
+def cfg_with_target(tmp_path, accuracy, every=10, steps=200, validation=300):
+    return resolve_paths(compose([
+        "dataset=digits", "device=cpu", "tracking=none", f"results_dir={tmp_path}",
+        f"model.teacher.recipe.steps={steps}",
+        f"+model.teacher.recipe.target={{accuracy: {accuracy}, validation: {validation}, every: {every}}}"]))
+
+
+def trained(cfg):
+    setup = resolve_run(cfg)
+    return load_or_train_teacher(cfg, load_data(cfg, setup.convention), torch.device("cpu"))
+
+
+def test_training_stops_at_the_first_check_that_reaches_the_target(tmp_path):
+    _, record = trained(cfg_with_target(tmp_path, accuracy=0.80))
+    curve = record["training"]["curve"]
+    assert record["training"]["reached"] and record["training"]["steps"] < 200
+    assert [point["step"] for point in curve] == list(range(10, record["training"]["steps"] + 1, 10))
+    assert curve[-1]["val_accuracy"] >= 0.80 > max(point["val_accuracy"] for point in curve[:-1])
+    assert all(0 <= point["test_accuracy"] <= 1 for point in curve)  # measured for the page, chooses nothing
+
+
+def test_an_unreachable_target_trains_every_step_and_says_so(tmp_path):
+    _, record = trained(cfg_with_target(tmp_path, accuracy=1.01, every=50, steps=100))
+    assert record["training"]["steps"] == 100 and not record["training"]["reached"]
+
+
+def test_same_seed_same_weights_and_the_cache_keeps_the_curve(tmp_path):
+    first = trained(cfg_with_target(tmp_path / "a", accuracy=0.80))[1]
+    again = trained(cfg_with_target(tmp_path / "b", accuracy=0.80))[1]
+    cached = trained(cfg_with_target(tmp_path / "a", accuracy=0.80))[1]
+    assert first["weights_sha256"] == again["weights_sha256"] == cached["weights_sha256"]
+    assert cached["cached"] and cached["training"] == first["training"]
+
+
+def test_the_validation_cut_is_disjoint_from_what_the_teacher_trains_on():
+    data = list(range(100))
+    train, validation = validation_split(data, 20, seed=3)
+    assert len(validation) == 20 and len(train) == 80
+    assert set(train.indices).isdisjoint(validation.indices)
+
+
+@pytest.mark.parametrize("size", [0, 1437])
+def test_a_validation_cut_the_split_cannot_give_is_one_line(tmp_path, size):
+    with pytest.raises(ConfigError, match="target.validation must be between 1 and 1436"):
+        trained(cfg_with_target(tmp_path, accuracy=0.8, validation=size))
+
+
+def test_weights_digest_changes_with_the_weights():
+    net = torch.nn.Linear(2, 2)
+    before = weights_digest(net)
+    with torch.no_grad():
+        net.weight += 1
+    assert weights_digest(net) != before
