@@ -132,16 +132,20 @@ def confident_mask(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tupl
     return noisy >= float(cfg.method.confident_threshold), event
 
 
-def noisy_argmax(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[Tensor, GaussianRelease | LaplaceRelease]:
-    """LNMax / GNMax: the argmax of the vote counts plus the aggregator's noise, and its event (one
-    release per query; one changed record moves one teacher's vote: L1 sensitivity 2, L2 sqrt 2)."""
+def noisy_votes(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[Tensor, GaussianRelease | LaplaceRelease]:
+    """LNMax / GNMax: the vote totals plus the aggregator's noise, and its event (one release per query; one changed
+    record moves one teacher's vote, or its probability vector: L1 sensitivity 2, L2 sqrt 2)."""
     method = cfg.method
     if method.aggregator == "lnmax":
-        noisy, event = mechanisms.laplace_mechanism(votes, 2.0, 1 / float(method.gamma), rng, note=LNMAX_NOTE,
-                                                     relation="teacher_partition")
-    else:
-        noisy, event = mechanisms.gaussian_mechanism(votes, math.sqrt(2), float(method.sigma), rng, note=GNMAX_NOTE,
-                                                      relation="teacher_partition")
+        return mechanisms.laplace_mechanism(votes, 2.0, 1 / float(method.gamma), rng, note=LNMAX_NOTE,
+                                            relation="teacher_partition")
+    return mechanisms.gaussian_mechanism(votes, math.sqrt(2), float(method.sigma), rng, note=GNMAX_NOTE,
+                                         relation="teacher_partition")
+
+
+def noisy_argmax(votes: Tensor, cfg: DictConfig, rng: torch.Generator) -> tuple[Tensor, GaussianRelease | LaplaceRelease]:
+    """The argmax of :func:`noisy_votes` (post-processing) and its event."""
+    noisy, event = noisy_votes(votes, cfg, rng)
     return noisy.argmax(dim=1), event
 
 

@@ -98,7 +98,7 @@ def test_events_are_json_ready_with_their_kind():
     assert [d["kind"] for d in dicts] == ["gaussian", "randomized_response", "laplace"]
     assert dicts[0] == {
         "l2_sensitivity": 0.01, "noise_std": 0.5, "count": 3, "note": "teacher gradients", "kind": "gaussian",
-        "relation": "replace_record",
+        "relation": "replace_record", "answers": 1,
     }
     json.dumps(dicts)
     assert events[0].noise_multiplier == pytest.approx(50.0)

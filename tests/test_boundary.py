@@ -193,3 +193,114 @@ def test_no_release_at_all_is_infinite_already_and_so_not_a_shortfall():
     assert reconcile("m", accesses, [RandomizedResponseRelease(epsilon=1.0, num_buckets=10, count=9)], None,
                      covers_images=False)
     assert math.isinf(Ledger().summary(1e-5)["eps_rigorous"])
+
+
+# ------------------------------------------------------------------------------------------------
+# Aggregates counted exactly: a Gaussian or Laplace release covers count x answers teacher answers, no more
+
+
+def pate_cfg(results_dir, *extra):
+    return compose(["method=pate", "dataset=digits", "privacy=label", "privacy.epsilon=1", "method.epochs=1",
+                    "method.num_teachers=5", "method.queries=200", "model.teacher.recipe.steps=30", "device=cpu",
+                    "tracking=none", f"results_dir={results_dir}", *extra])
+
+
+def test_pate_recorded_honestly_publishes_its_epsilon(results_dir):
+    summary = run_experiment(pate_cfg(results_dir), show_progress=False)
+    assert summary["privacy"]["neighbouring"] == "teacher_partition"
+    assert summary["privacy"]["eps_rigorous"] == pytest.approx(33.1, abs=0.05)  # GNMax sigma 4, 200 queries
+    assert summary["metrics"]["member_answers_max"] == 200
+
+
+def test_pate_with_its_noisy_votes_recorded_as_one_release_is_refused(results_dir, monkeypatch):
+    """One edit a researcher might make: the GNMax event of 200 queries recorded as ``count=1`` (plan and run alike),
+    which the accountants would publish as eps 1.36 where the honest ledger gives 33.1. The members answered 200
+    queries each; the one release covers 1 of them."""
+    import dataclasses
+
+    from baselines import pate
+
+    real = pate.noisy_votes
+    monkeypatch.setattr(pate, "aggregator_release", lambda cfg: dataclasses.replace(
+        pate.GaussianRelease(math.sqrt(2), float(cfg.method.sigma), count=1, note=pate.GNMAX_NOTE,
+                             relation="teacher_partition")))
+    monkeypatch.setattr(pate, "noisy_votes", lambda votes, cfg, rng: (real(votes, cfg, rng)[0],
+                                                                       pate.aggregator_release(cfg)))
+    with pytest.raises(ConfigError, match="an ensemble member answered 200 inputs, but the releases of its answers "
+                                          "cover 1") as refused:
+        run_experiment(pate_cfg(results_dir), show_progress=False)
+    assert "\n" not in str(refused.value) and str(refused.value).endswith("nothing was published")
+
+
+class LaplaceMeanOnce(LP1ST):
+    """Our own: the teacher's one-hot answers to every private image, summed and released once through Laplace
+    noise (as if one answer), each image then labelled by that noisy class histogram's argmax; the images release
+    recorded. The one release privatises 1437 answers' sum with the sensitivity of one."""
+
+    @staticmethod
+    def plan_ledger(cfg, info):
+        from dpsd.privacy.events import LaplaceRelease
+
+        ledger = Ledger(claim=claim(cfg))
+        ledger.record(LaplaceRelease(l1_sensitivity=2.0, scale=2.0 / label_epsilon(cfg)))
+        ledger.record(IMAGES)
+        return ledger
+
+    def fit(self, ctx):
+        from dpsd.privacy.events import LaplaceRelease
+
+        train = ctx.data.train
+        images = torch.stack([train.image(i) for i in range(len(train))])
+        with torch.no_grad():
+            answers = torch.nn.functional.one_hot(ctx.teachers[0](images).argmax(dim=1), ctx.info.num_classes)
+        histogram, _ = mechanisms.laplace_mechanism(answers.sum(dim=0, keepdim=True).float(), 2.0,
+                                                    2.0 / label_epsilon(ctx.cfg), ctx.rng)
+        ctx.ledger.record(LaplaceRelease(l1_sensitivity=2.0, scale=2.0 / label_epsilon(ctx.cfg)))
+        return trained_on_images(ctx, histogram.argmax(dim=1).expand(len(train)))
+
+
+class NoisyMeanUndercounted(LaplaceMeanOnce):
+    """Our own: a noisy mean of the teacher's softmax answers over every private image, through
+    :func:`dpsd.privacy.mechanisms.noisy_mean` (whose event counts the rows it summed), recorded instead by hand as a
+    release of one answer."""
+
+    @staticmethod
+    def plan_ledger(cfg, info):
+        from dpsd.privacy.events import GaussianRelease
+
+        ledger = Ledger(claim=claim(cfg))
+        ledger.record(GaussianRelease(l2_sensitivity=2.0, noise_std=10.0))
+        ledger.record(IMAGES)
+        return ledger
+
+    def fit(self, ctx):
+        from dpsd.privacy.events import GaussianRelease
+
+        train = ctx.data.train
+        images = torch.stack([train.image(i) for i in range(len(train))])
+        with torch.no_grad():
+            answers = ctx.teachers[0](images).softmax(dim=1)
+        mean, event = mechanisms.noisy_mean(answers, 2.0, 10.0, ctx.rng)
+        assert event.answers == len(train)  # the mechanism's own event would have covered them
+        ctx.ledger.record(GaussianRelease(l2_sensitivity=2.0, noise_std=10.0))
+        return trained_on_images(ctx, mean.argmax(dim=1))
+
+
+@pytest.mark.parametrize("adapter", [LaplaceMeanOnce, NoisyMeanUndercounted], ids=lambda cls: cls.__name__)
+def test_an_aggregate_recorded_as_one_answer_is_refused(results_dir, monkeypatch, adapter):
+    monkeypatch.setitem(METHODS._entries, "lp1st", adapter)
+    with pytest.raises(ConfigError, match="the teacher answered 1437 inputs, but the releases under replace_record "
+                                          "cover 1:") as refused:
+        run_experiment(cfg_for(results_dir), show_progress=False)
+    assert "\n" not in str(refused.value)
+
+
+def test_an_aggregate_recorded_with_its_answers_covers_them():
+    from dpsd.privacy.events import GaussianRelease, LaplaceRelease
+
+    accesses = Accesses(teacher_answers=256)
+    assert reconcile("m", accesses, [GaussianRelease(2.0, 10.0, count=1, answers=256)], None, False) == []
+    assert reconcile("m", accesses, [LaplaceRelease(2.0, 1.0, count=2, answers=128)], None, False) == []
+    assert reconcile("m", accesses, [GaussianRelease(2.0, 10.0, count=1, answers=255)], None, False)
+    with pytest.raises(ConfigError, match="answers must be a positive integer"):
+        GaussianRelease(2.0, 10.0, answers=0)

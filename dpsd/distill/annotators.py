@@ -66,7 +66,7 @@ def output_gradient_release(cfg: DictConfig, iterations: int, teachers: int = 1)
     return GaussianRelease(
         l2_sensitivity=gradient_sensitivity(cfg, teachers, batch),
         noise_std=float(privacy.sigma) * float(privacy.beta) / teachers, count=iterations * per_iteration,
-        note=GRADIENT_NOTE if privacy.noise_over == "sample" else MEAN_NOTE,
+        note=GRADIENT_NOTE if privacy.noise_over == "sample" else MEAN_NOTE, answers=batch // per_iteration,
     )
 
 

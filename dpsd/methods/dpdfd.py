@@ -103,7 +103,7 @@ def direct_releases(cfg: DictConfig, iterations: int) -> list[PrivacyEvent]:
     return [
         GaussianRelease(
             l2_sensitivity=gradient_sensitivity(cfg, 1, batch, disjoint_rows=True),
-            noise_std=float(privacy.sigma) * beta, count=iterations,
+            noise_std=float(privacy.sigma) * beta, count=iterations, answers=batch,
             note=f"{privacy.bound}d output gradient of a private record's CE loss + N(0, sigma^2 C^2), "
                  "counted once per step (label-DP view)",
         ),

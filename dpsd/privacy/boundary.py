@@ -11,9 +11,11 @@ What counts as covered (every event is w.r.t. one private record, :mod:`dpsd.pri
 
 * **the plan**: the releases a run records are within its ``plan_ledger``: no kind it lacks, no more of any kind (a
   plan may bound the run from above, never below);
-* **teacher answers** (inputs a full-data teacher answered): each may change with any one record, so the randomized
-  responses stated under ``replace_record`` must count at least as many answers, or a Gaussian or Laplace release
-  must privatise their aggregate; an unprotected release covers all (its epsilon is infinite already);
+* **teacher answers** (inputs a full-data teacher answered): each may change with any one record, so the releases
+  stated under ``replace_record`` must cover at least as many answers: a randomized response covers one, a Gaussian
+  or Laplace release the ``answers`` its aggregate sums, times its ``count`` (PATE's noisy votes: one answer of
+  each member a query; a noisy batch mean: b answers); an unprotected release covers all (its epsilon is infinite
+  already);
 * **a partition teacher's answers** (an ensemble member trained on one of disjoint partitions): releases under
   ``teacher_partition`` count at least as many as the most any member answered; ``teacher_partition`` releases
   with no member trained on a disjoint partition are a relation the facts do not support;
@@ -30,7 +32,6 @@ something about it.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -125,14 +126,15 @@ def _merged(events: list[PrivacyEvent]) -> Counter:
     return Counter({key: count for key, count in merged.items() if count})
 
 
-def _answers_covered(events: list[PrivacyEvent], relation: str) -> float:
-    """How many teacher answers the releases under ``relation`` cover. Randomized response privatises one answer
-    a release, so it covers its count; a Gaussian or Laplace release may privatise a noisy aggregate of many answers
-    (a batch's mean output gradient, a vote over an ensemble's answers), so where one is recorded the answers are
-    covered whatever their number: the accountant charges the aggregate's sensitivity, not an answer count."""
-    if any(isinstance(e, (GaussianRelease, LaplaceRelease)) and e.relation == relation and e.count for e in events):
-        return math.inf
-    return _counts(events, (RandomizedResponseRelease,), relation)
+def _answers_covered(events: list[PrivacyEvent], relation: str) -> int:
+    """How many answers of any one teacher the releases under ``relation`` cover: randomized response privatises one
+    answer a release; a Gaussian or Laplace release privatises the ``answers`` its aggregate sums (a query's vote
+    over an ensemble: one answer of each member; a batch's noisy mean output gradient: b answers of the teacher), so
+    it covers ``count * answers``. A release recorded with fewer answers than it privatised (a run's PATE votes
+    recorded as one release) covers too few, and the run is refused."""
+    aggregates = sum(event.count * event.answers for event in events
+                     if isinstance(event, (GaussianRelease, LaplaceRelease)) and event.relation == relation)
+    return aggregates + _counts(events, (RandomizedResponseRelease,), relation)
 
 
 def _within(events: list[PrivacyEvent], planned: list[PrivacyEvent]) -> bool:

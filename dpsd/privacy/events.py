@@ -55,6 +55,11 @@ def _check_count(kind: str, count: int) -> None:
         raise ConfigError(f"{kind}: count must be a non-negative integer, got {count!r}")
 
 
+def _check_answers(kind: str, answers: int) -> None:
+    if isinstance(answers, bool) or not isinstance(answers, int) or answers < 1:
+        raise ConfigError(f"{kind}: answers must be a positive integer, got {answers!r}")
+
+
 def _check_non_negative(kind: str, name: str, value: float) -> None:
     if not value >= 0:  # also rejects NaN
         raise ConfigError(f"{kind}: {name} must be >= 0, got {value!r}")
@@ -67,6 +72,11 @@ class GaussianRelease:
     The Gaussian mechanism (DPSD Theorem 5); its privacy depends only on
     ``noise_multiplier = noise_std / l2_sensitivity``. ``noise_std = 0`` with a positive sensitivity
     is a non-private release (epsilon = inf); ``l2_sensitivity = 0`` releases nothing private.
+
+    ``answers``: how many answers of any one teacher each release privatises (1: a query's vote or output; b: the noisy
+    sum of a batch's b output gradients). The privacy boundary reconciles ``count * answers`` with the answers it
+    counted (:func:`dpsd.privacy.boundary.reconcile`); the accountants read the sensitivity, which must bound the
+    aggregate of all ``answers``.
     """
 
     l2_sensitivity: float
@@ -74,6 +84,7 @@ class GaussianRelease:
     count: int = 1
     note: str = ""
     relation: str = "replace_record"
+    answers: int = 1
     kind: str = field(default="gaussian", init=False)
 
     def __post_init__(self) -> None:
@@ -81,6 +92,7 @@ class GaussianRelease:
         _check_non_negative(self.kind, "l2_sensitivity", self.l2_sensitivity)
         _check_non_negative(self.kind, "noise_std", self.noise_std)
         _check_count(self.kind, self.count)
+        _check_answers(self.kind, self.answers)
 
     @property
     def noise_multiplier(self) -> float:
@@ -132,7 +144,8 @@ class LaplaceRelease:
     """``count`` releases of a value with L1 sensitivity ``l1_sensitivity`` plus Laplace(``scale``) noise.
 
     Each release is pure ``epsilon = l1_sensitivity / scale``-DP. ``scale = 0`` with a positive
-    sensitivity is a non-private release; ``l1_sensitivity = 0`` releases nothing private.
+    sensitivity is a non-private release; ``l1_sensitivity = 0`` releases nothing private. ``answers``: as
+    :class:`GaussianRelease`'s.
     """
 
     l1_sensitivity: float
@@ -140,6 +153,7 @@ class LaplaceRelease:
     count: int = 1
     note: str = ""
     relation: str = "replace_record"
+    answers: int = 1
     kind: str = field(default="laplace", init=False)
 
     def __post_init__(self) -> None:
@@ -147,6 +161,7 @@ class LaplaceRelease:
         _check_non_negative(self.kind, "l1_sensitivity", self.l1_sensitivity)
         _check_non_negative(self.kind, "scale", self.scale)
         _check_count(self.kind, self.count)
+        _check_answers(self.kind, self.answers)
 
     @property
     def epsilon(self) -> float:

@@ -10,7 +10,7 @@ lives in :mod:`dpsd.privacy.accounting`.
 
 ``release`` says what one release is: ``"rows"``, every row of the input (each answer depends on
 the whole private set, so the rows compose: count = rows); ``"once"``, the whole input (a matrix
-bounded as a whole, or rows about disjoint records, which compose in parallel: count 1).
+bounded as a whole, or rows about disjoint records, which compose in parallel: count 1, covering each row's answer: ``answers`` = rows).
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ def _count(values: Tensor, release: str, caller: str) -> int:
     if release == "once":
         return 1
     raise ValueError(f"{caller}: release must be one of {', '.join(RELEASES)}, got {release!r}")
+
+
+def _answers(values: Tensor, release: str) -> int:
+    """How many answers each release of ``values`` privatises: one a row, or every row of a matrix released at once."""
+    return int(values.shape[0]) if release == "once" and values.dim() > 1 else 1
 
 
 def keep_topk(values: Tensor, k: int, by: str = "magnitude") -> Tensor:
@@ -101,9 +106,9 @@ def gaussian_mechanism(values: Tensor, l2_sensitivity: float, noise_std: float, 
     DGD+'s aggregation on vote counts) and its event: ``l2_sensitivity`` is that of one release
     (a row, or the whole input with ``release="once"``) under ``relation`` (``teacher_partition``
     for votes: one changed record moves one teacher's vote)."""
-    count = _count(values, release, "gaussian_mechanism")
+    count, answers = _count(values, release, "gaussian_mechanism"), _answers(values, release)
     event = GaussianRelease(l2_sensitivity=l2_sensitivity, noise_std=noise_std, count=count, note=note,
-                            relation=relation)
+                            relation=relation, answers=answers)
     return values + gaussian_noise(values, noise_std, rng), event
 
 
@@ -112,7 +117,8 @@ def noisy_mean(rows: Tensor, sum_sensitivity: float, noise_std: float, rng: torc
     """DPDFD Alg. 1 line 9 / Eq. (4) as printed: one noisy mean ``(1/b) (sum_i rows_i + N(0, std^2 I))``
     of the batch, given to every row; one Gaussian release of the sum (``sum_sensitivity``, ``noise_std``),
     of which the division by b is post-processing."""
-    event = GaussianRelease(l2_sensitivity=sum_sensitivity, noise_std=noise_std, count=1, note=note)
+    event = GaussianRelease(l2_sensitivity=sum_sensitivity, noise_std=noise_std, count=1, note=note,
+                            answers=int(rows.shape[0]))
     mean = (rows.sum(dim=0, keepdim=True) + gaussian_noise(rows[:1], noise_std, rng)) / rows.shape[0]
     return mean.expand_as(rows), event
 
@@ -132,8 +138,9 @@ def laplace_mechanism(values: Tensor, l1_sensitivity: float, scale: float, rng: 
     """``values`` + Laplace(``scale``) noise and its event (PATE's LNMax, scale 1/gamma; DGD Eq. (3),
     scale 2/eps_0; DGD's latent codes, scale 2c/eps_1, ``release="once"``), its sensitivity stated
     under ``relation`` (as for :func:`gaussian_mechanism`)."""
-    count = _count(values, release, "laplace_mechanism")
-    event = LaplaceRelease(l1_sensitivity=l1_sensitivity, scale=scale, count=count, note=note, relation=relation)
+    count, answers = _count(values, release, "laplace_mechanism"), _answers(values, release)
+    event = LaplaceRelease(l1_sensitivity=l1_sensitivity, scale=scale, count=count, note=note, relation=relation,
+                           answers=answers)
     return values + laplace_noise(values, scale, rng), event
 
 
