@@ -13,7 +13,9 @@ claims belong here, not in tests: the numbers depend on the machine.
 ``--ensemble M``: instead, the teacher-ensemble backends (:mod:`dpsd.ensembles`). The private split is
 dealt ``--parts`` ways (default 250, PATE's and DGD's size); the first M members are trained from an
 empty cache by the serial and then the vmap backend, each member ``--member-steps`` optimiser steps
-(default 30). Prints seconds per member, the vmap/serial ratio, and the time for all parts at that rate.
+(default 30). Prints seconds per member, the vmap/serial ratio, and the time for all parts at that rate; then the
+members per second answering ``--queries`` images (default 1,000) one after another and as one batched model
+(:func:`dpsd.ensembles.ensemble_votes`), and their ratio.
 
 ``--layout``: instead, each method's ``privacy=none`` iteration with its networks (teacher included) in the
 channels-last layout every model is built in (:func:`dpsd.models.channels_last`) against the same networks
@@ -53,7 +55,7 @@ from dpsd.allocator import ALLOCATORS, env_for, in_use
 from dpsd.contention import Competitors, Worker, serve, workers
 from dpsd.config import available_devices, compose, resolve_device, resolve_paths
 from dpsd.data import load_data
-from dpsd.ensembles import load_or_train_members, with_member_steps
+from dpsd.ensembles import ensemble_votes, load_or_train_members, member_predictions, with_member_steps
 from dpsd.errors import Fault
 from dpsd.experiment import resolve_run
 from dpsd.methods import METHODS
@@ -158,9 +160,11 @@ def bench_layout(name: str, overrides: list[str], teacher, data, device, repeats
     return time_modes(dict(zip(LAYOUTS, (built, converted))), repeats, device)
 
 
-def bench_ensemble(cfg, data, device, members: int, parts: int, steps: int) -> dict[str, float]:
+def bench_ensemble(cfg, data, device, members: int, parts: int, steps: int, queries: int) -> dict[str, float]:
     """Seconds per member for each backend: the first ``members`` of a ``parts``-way split of the
-    private set, ``steps`` optimiser steps each, trained into an empty cache in this process."""
+    private set, ``steps`` optimiser steps each, trained into an empty cache in this process; then the seconds per
+    member to answer ``queries`` images one member after another (``answer serial``: :func:`member_predictions`)
+    and as one batched model (``answer vmap``: :func:`ensemble_votes`)."""
     split, _ = disjoint_partition(len(data.train), parts, 0, int(cfg.seed))
     names = [f"bench {i}/{parts}" for i in range(members)]
     seconds: dict[str, float] = {}
@@ -169,20 +173,29 @@ def bench_ensemble(cfg, data, device, members: int, parts: int, steps: int) -> d
             member_cfg = with_member_steps(cfg, steps)
             member_cfg.results_dir = cache
             member_cfg.model.teacher.ensemble.backend = name
-            seconds[name] = _seconds(lambda: load_or_train_members(member_cfg, data, device, split[:members], names))
+            trained: list = []
+            seconds[name] = _seconds(lambda: trained.extend(
+                load_or_train_members(member_cfg, data, device, split[:members], names)))
+    images = torch.randn(queries, data.channels, data.image_size, data.image_size)
+    seconds["answer serial"] = _seconds(lambda: member_predictions(trained, images, device))
+    chunk = int(cfg.model.teacher.ensemble.chunk)
+    seconds["answer vmap"] = _seconds(lambda: ensemble_votes(trained, images, device, chunk=chunk))
     return {name: total / members for name, total in seconds.items()}
 
 
-def print_ensemble(cfg, data, members: int, parts: int, steps: int) -> None:
+def print_ensemble(cfg, data, members: int, parts: int, steps: int, queries: int) -> None:
     print(f"teacher ensemble on {cfg.dataset.name}: {cfg.model.teacher.arch} members, the private split dealt "
-          f"{parts} ways, {members} members timed per backend, {steps} steps of {cfg.model.teacher.recipe.batch_size}")
+          f"{parts} ways, {members} members timed per backend, {steps} steps of {cfg.model.teacher.recipe.batch_size}"
+          f"; then each member answering {queries} images")
     print(f"{'s/member serial':>16} {'s/member vmap':>14} {'vmap / serial':>14} {f'{parts} serial min':>16} "
-          f"{f'{parts} vmap min':>14}  device")
+          f"{f'{parts} vmap min':>14} {'answer members/s serial':>24} {'vmap':>8} {'vmap / serial':>14}  device")
     for device in devices(cfg.device):
-        per_member = bench_ensemble(cfg, data, device, members, parts, steps)
+        per_member = bench_ensemble(cfg, data, device, members, parts, steps, queries)
         serial, batched = per_member["serial"], per_member["vmap"]
+        answer_serial, answer_vmap = 1 / per_member["answer serial"], 1 / per_member["answer vmap"]
         print(f"{serial:>16.3f} {batched:>14.3f} {batched / serial:>14.2f} {serial * parts / 60:>16.1f} "
-              f"{batched * parts / 60:>14.1f}  {describe(device)}")
+              f"{batched * parts / 60:>14.1f} {answer_serial:>24.1f} {answer_vmap:>8.1f} "
+              f"{answer_vmap / answer_serial:>14.2f}  {describe(device)}")
 
 
 def cell_worker(overrides: list[str], cell: str) -> None:
@@ -285,6 +298,8 @@ def main(argv: list[str] | None = None) -> None:
                         "and in NCHW layout instead of its privacy modes")
     parser.add_argument("--parts", type=int, default=250, help="--ensemble: ways the private split is dealt (default 250)")
     parser.add_argument("--member-steps", type=int, default=30, help="--ensemble: optimiser steps per member (default 30)")
+    parser.add_argument("--queries", type=int, default=1000,
+                        help="--ensemble: images each trained member answers, timed per backend (default 1000)")
     parser.add_argument("--contention", type=int, metavar="K", help="time one DPSD iteration quiet and beside K "
                         "competing processes, without and with the thread hygiene")
     parser.add_argument("--competitor-threads", type=int, default=2, help="--contention: torch threads of each "
@@ -319,7 +334,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     data = load_data(cfg, setup.convention)
     if args.ensemble is not None:
-        print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps)
+        print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps, args.queries)
         return
     names = args.methods.split(",") if args.methods else [name for name in METHODS.names() if has_trainer(name)]
     if args.layout:

@@ -36,7 +36,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from dpsd.data import DataSplits, teacher_view
-from dpsd.privacy.boundary import counted_members
+from dpsd.privacy.boundary import CountedTeacher, counted_members
 from dpsd.errors import ConfigError
 from dpsd.models import channels_last
 from dpsd.progress import ProgressLog
@@ -244,3 +244,40 @@ def member_predictions(members: list[nn.Module], images: Tensor, device: torch.d
 def vote_counts(predictions: Tensor, num_classes: int) -> Tensor:
     """``len(images) x classes``: the vote counts V_k(x) of PATE and DGD Eq. (3)."""
     return F.one_hot(predictions, num_classes).sum(dim=0).float()
+
+
+def ensemble_votes(members: list[nn.Module], images: Tensor, device: torch.device, chunk: int = 256,
+                   batch_size: int = 1024, log: ProgressLog | None = None) -> tuple[Tensor, Tensor]:
+    """``(soft, hard)``, each ``len(images) x classes``: the members' summed softmax outputs and their vote counts
+    (PATE's n_j(x)), with ``chunk`` members at a time run as one batched model (``torch.func.stack_module_state`` +
+    ``vmap(functional_call)``: one batched matrix product a layer instead of one small product a member; the members
+    must share an architecture). Each member is counted at the privacy boundary as answering every image
+    (:class:`dpsd.privacy.boundary.CountedTeacher`). Members are evaluated in eval mode (``log``: a line a chunk)."""
+    networks = [member.teacher if isinstance(member, CountedTeacher) else member for member in members]
+    for member in members:
+        if isinstance(member, CountedTeacher):
+            member.count(len(images))
+    soft = hard = None
+    for done, start in enumerate(range(0, len(networks), chunk)):
+        group = [network.to(device, memory_format=torch.contiguous_format).eval()
+                 for network in networks[start:start + chunk]]
+        params, buffers = stack_module_state(group)
+        skeleton = copy.deepcopy(group[0]).to("meta")
+
+        def member_output(p: dict, b: dict, x: Tensor) -> Tensor:
+            return functional_call(skeleton, (p, b), (x,))
+
+        batched = vmap(member_output, in_dims=(0, 0, None))
+        with torch.no_grad():
+            for first in range(0, len(images), batch_size):
+                outputs = batched(params, buffers, images[first:first + batch_size].to(device))  # members x b x C
+                probabilities = outputs.softmax(dim=2).sum(dim=0)
+                counts = F.one_hot(outputs.argmax(dim=2), outputs.shape[2]).sum(dim=0).float()
+                if soft is None:
+                    soft = torch.zeros(len(images), outputs.shape[2], device=device)
+                    hard = torch.zeros_like(soft)
+                soft[first:first + batch_size] += probabilities
+                hard[first:first + batch_size] += counts
+        if log is not None:
+            log.update(done, {})
+    return soft, hard

@@ -1,0 +1,79 @@
+"""dfpate: data-free PATE. Its queries are rendered, never read from the private split; its ensemble answers as one
+batched model; its answers are released through a data-independent aggregate under teacher_partition."""
+
+import math
+
+import pytest
+import torch
+
+from dpsd.config import compose
+from dpsd.distill.transfer_sets import TRANSFER_SETS, transfer_images
+from dpsd.ensembles import ensemble_votes, member_predictions, vote_counts
+from dpsd.errors import ConfigError
+from dpsd.experiment import run_experiment
+from dpsd.input_space import InputSpace
+from dpsd.methods.dfpate import student_targets
+from dpsd.models import build_classifier
+
+
+def dfpate_cfg(tmp_path, *extra):
+    return compose(["method=dfpate", "dataset=digits", "method.num_teachers=20", "method.queries=100",
+                    "method.member_steps=20", "method.epochs=2", "privacy.epsilon=5", "privacy.calibrate=rigorous",
+                    "device=cpu", "tracking=none", f"results_dir={tmp_path}", *extra])
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFER_SETS.names()))
+def test_every_transfer_set_renders_seeded_images_in_the_input_space(name):
+    space = InputSpace()
+    first = transfer_images(name, 7, 3, 28, space, torch.Generator().manual_seed(1))
+    again = transfer_images(name, 7, 3, 28, space, torch.Generator().manual_seed(1))
+    assert first.shape == (7, 3, 28, 28) and torch.equal(first, again)
+    assert first.min() >= -1 and first.max() <= 1 and first.std() > 0
+    assert torch.equal(first[:, 0], first[:, 2])  # grey, repeated for colour data
+
+
+def test_an_unknown_transfer_set_is_one_line_naming_the_known_ones(tmp_path):
+    with pytest.raises(ConfigError, match="unknown transfer set 'leaves'; known: dead_leaves, fractals, noise, strokes"):
+        run_experiment(dfpate_cfg(tmp_path, "method.transfer=leaves"), show_progress=False)
+
+
+def test_more_teachers_than_records_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="method.num_teachers=5000: the private split of 1437 records allows 1 to 1437"):
+        run_experiment(dfpate_cfg(tmp_path, "method.num_teachers=5000"), show_progress=False)
+
+
+def test_an_epsilon_the_mechanism_cannot_reach_is_one_line(tmp_path):
+    """Confident-GNMax's threshold check keeps its sigma1: at sigma1 = 2 its 100 checks alone cost eps 33.1."""
+    with pytest.raises(ConfigError, match=r"target epsilon 5 is out of reach; the rigorous ledger spans \[33.1"):
+        run_experiment(dfpate_cfg(tmp_path, "method.confident_threshold=10", "method.sigma1=2"), show_progress=False)
+
+
+def test_the_batched_ensemble_answers_as_its_members_do_one_by_one():
+    torch.manual_seed(0)
+    members = [build_classifier("pooled_mlp", 1, 8, 10, False) for _ in range(7)]
+    images = torch.randn(33, 1, 8, 8)
+    soft, hard = ensemble_votes(members, images, torch.device("cpu"), chunk=3, batch_size=10)
+    assert torch.equal(hard, vote_counts(member_predictions(members, images, torch.device("cpu")), 10))
+    expected = torch.stack([member(images).softmax(dim=1) for member in members]).sum(dim=0)
+    assert torch.allclose(soft, expected, atol=1e-5)
+
+
+def test_student_targets_are_distributions():
+    noisy = torch.tensor([[3.0, -1.0, 1.0], [-2.0, -1.0, -0.5]])
+    soft = student_targets(noisy, "soft")
+    assert torch.allclose(soft[0], torch.tensor([0.75, 0.0, 0.25])) and torch.allclose(soft[1], torch.full((3,), 1 / 3))
+    assert torch.equal(student_targets(noisy, "hard"), torch.tensor([[1.0, 0, 0], [0, 0, 1.0]]))
+
+
+@pytest.mark.parametrize("extra", [[], ["method.votes=hard", "method.target=hard"],
+                                   ["method.confident_threshold=10", "method.sigma1=30"], ["method.aggregator=lnmax"]],
+                         ids=["soft", "hard", "confident", "lnmax"])
+def test_a_run_reads_no_private_record_and_publishes_the_target_epsilon(tmp_path, extra):
+    summary = run_experiment(dfpate_cfg(tmp_path, *extra), show_progress=False)
+    metrics, privacy = summary["metrics"], summary["privacy"]
+    assert metrics["private_image_reads"] == 0 and metrics["private_label_reads"] == 0  # data-free, as counted
+    assert metrics["teacher_answers"] == 0 and metrics["member_answers_max"] == 100
+    assert privacy["neighbouring"] == "teacher_partition"
+    assert privacy["eps_rigorous"] <= 5 and privacy["eps_rigorous"] == pytest.approx(5, rel=0.01) or extra[:1] == [
+        "method.confident_threshold=10"]  # a confident run's ledger charges the answered queries only
+    assert math.isfinite(privacy["eps_claimed"]) and privacy["eps_claimed"] >= privacy["eps_rigorous"] - 1e-6
