@@ -307,3 +307,12 @@ def test_code_version_names_the_hash_and_teacher_keys_carry_the_teacher_code():
     assert re.fullmatch(r"\d+\.\d+\.\d+\+src[0-9a-f]{12}", code_version())
     key = teacher_key(compose([]), InputConvention())
     assert key.code == teacher_code_version() and key.code in json.dumps(key.__dict__)
+
+
+def test_result_neutral_compares_every_metric_the_earlier_code_reports():
+    retag = load_tool("retag_code_version")
+    before = {"student_test_accuracy": 0.5, "eps_rigorous": 3.0}
+    assert retag.same_numbers(before, {**before, "private_image_reads": 0.0})  # added by the new code: listed only
+    assert not retag.same_numbers(before, {**before, "eps_rigorous": 3.0000001})
+    assert not retag.same_numbers(before, {"student_test_accuracy": 0.5})  # a metric the new code lost
+    assert not retag.same_numbers(before, "RuntimeError: boom")

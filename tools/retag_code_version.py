@@ -22,7 +22,8 @@ The ``--archive`` rows of such runs get it too. Runs whose method's code differs
 numbers (a new switch that is off by default, a refactor): for every method whose code version differs between
 COMMIT and this checkout, it runs the method's default smoke run (``dpsd run method=M tracking=none``, the
 embedded dataset, CPU) once with COMMIT's code and once with this checkout's, each in its own process, and
-where every metric but the wall times is bit-identical, the runs recorded by COMMIT's version of that method get
+where every metric but the wall times that COMMIT's run reports is bit-identical in this checkout's (a metric only the
+new code reports is listed, not compared), the runs recorded by COMMIT's version of that method get
 today's (vouched by ``result-neutral since COMMIT``). A method whose numbers differ, or whose run fails, is
 listed and keeps its runs stale. It is evidence for the default path of each method, not a proof for every
 config: use it for changes whose new code is off by default, and say so in the commit. With ``--save-vouched JSON``
@@ -92,15 +93,25 @@ def result_neutral(commit: str, methods: list[str]) -> dict[tuple[str, str], str
             for method, old in sorted(changed.items()):
                 before = smoke_metrics(base, method, shared, "before")
                 after = smoke_metrics(ROOT, method, shared, "after")
-                same = isinstance(before, dict) and before == after
+                same = same_numbers(before, after)
                 if same:
                     vouched[(old, method)] = f"result-neutral since {commit}: smoke run bit-identical"
                 failed = [result for result in (before, after) if isinstance(result, str)]
-                verdict = "identical" if same else f"differs: {failed[0] if failed else _differences(before, after)}"
+                added = sorted(set(after) - set(before)) if same else []
+                verdict = ("identical" + (f" (metrics added: {', '.join(added)})" if added else "") if same
+                           else f"differs: {failed[0] if failed else _differences(before, after)}")
                 print(f"  {method} {old} -> {method_code_version(method)}: {verdict}", flush=True)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     return vouched
+
+
+def same_numbers(before: dict | str, after: dict | str) -> bool:
+    """Whether two smoke runs computed the same numbers: every metric the earlier code reports, bit-identical in the
+    later run (a metric only the later code reports computes nothing the earlier did; it is listed, not compared). A
+    failed run (its error line, a string) is never the same."""
+    return isinstance(before, dict) and isinstance(after, dict) and all(
+        key in after and after[key] == value for key, value in before.items())
 
 
 def _differences(before: dict, after: dict) -> str:
