@@ -270,11 +270,24 @@ def _paper_points(refs: pd.DataFrame, done: pd.DataFrame) -> pd.DataFrame:
     return points.assign(relation=[paper_relation(ref, done) for _, ref in points.iterrows()])
 
 
+READS_PRIVATE_DATA = frozenset({"dpsgd", "pate", "lp1st", "kd_data", "teacher"})
+"""The methods whose fit reads private records (DP-SGD and LP-1ST train on the private images, PATE labels a held-out
+part of the private split, KD on the data and the teacher read it as they are); every other method reads none after
+its teachers are trained (the privacy boundary's image and label reads in each run say so). The frontier draws the two
+kinds with different markers."""
+
+
+def frontier_marker(method: str) -> str:
+    """The frontier's marker for ``method``: a square where its fit reads private data, a disc where it is data-free."""
+    return "s" if method in READS_PRIVATE_DATA else "o"
+
+
 def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> Figure:
     """Student accuracy against ε rigorous (log axis, ∞ drawn at the right edge), one panel per dataset
     and relation: a filled marker per cell group (error bar: sample std over seeds), its ε claimed as a
     hollow marker joined to it, and the papers' reported points of our methods as crosses, each in the panel of the
-    relation its paper states it under (:func:`paper_relation`). One legend below the panels, never over a point:
+    relation its paper states it under (:func:`paper_relation`). A method whose fit reads private data is drawn with
+    squares, a data-free one with discs (:func:`frontier_marker`). One legend below the panels, never over a point:
     every method's colour and what each marker means; the y axis runs past 100% so a point at 100 is not cut."""
     done = groups[groups["status"] == RUN] if len(groups) else groups
     points = _paper_points(refs, done)
@@ -300,12 +313,13 @@ def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> F
             for _, group in rows.iterrows():
                 x, y = _x(group["eps_rigorous"], infinity), group["accuracy"]
                 std = group.get("accuracy_std", math.nan)
-                axes.errorbar([x], [y], yerr=None if math.isnan(std) else [std], fmt="o", color=colours[method],
+                marker = frontier_marker(method)
+                axes.errorbar([x], [y], yerr=None if math.isnan(std) else [std], fmt=marker, color=colours[method],
                               capsize=3, label=method if group.name == rows.index[0] else None)
                 claimed = group["eps_claimed"]
                 if not math.isnan(claimed) and _x(claimed, infinity) != x:
                     axes.plot([_x(claimed, infinity), x], [y, y], color=colours[method], linewidth=0.8, alpha=0.6)
-                    axes.plot([_x(claimed, infinity)], [y], "o", markerfacecolor="none", color=colours[method])
+                    axes.plot([_x(claimed, infinity)], [y], marker, markerfacecolor="none", color=colours[method])
         here = points[(points["dataset"] == dataset) & (points["relation"].map(lambda r: r == relation))] \
             if len(points) else points
         for _, ref in here.iterrows():
@@ -322,7 +336,10 @@ def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> F
         axes.set_ylabel("student test accuracy (%)")
         axes.set_title(panel_title(dataset, relation), fontsize=9)
         axes.grid(True, alpha=0.3)
-    handles = [Line2D([], [], color=colours[m], marker="o", linestyle="none", label=m) for m in methods]
+    handles = [Line2D([], [], color=colours[m], marker=frontier_marker(m), linestyle="none", label=m) for m in methods]
+    if any(m in READS_PRIVATE_DATA for m in methods):
+        handles += [Line2D([], [], color="#444", marker="o", linestyle="none", label="data-free (disc)"),
+                    Line2D([], [], color="#444", marker="s", linestyle="none", label="reads private data (square)")]
     handles += [Line2D([], [], color="#444", marker="o", linestyle="none", label="ours at ε rigorous"),
                 Line2D([], [], color="#444", marker="o", markerfacecolor="none", linestyle="none",
                        label="ours at ε claimed"),
