@@ -21,6 +21,12 @@ members per second answering ``--queries`` images (default 1,000) one after anot
 channels-last layout every model is built in (:func:`dpsd.models.channels_last`) against the same networks
 converted back to NCHW, interleaved as above. Prints both and their ratio.
 
+``--teacher-paths``: instead, the run's teacher (``model.teacher``: e.g. ``scale=paper method=dpsd dataset=mnist``, the
+papers' ResNet-34) on random images of the data's shape: one training step of its recipe's batch and one answer to
+128 queries, along each numeric path (:data:`TEACHER_PATHS`: fp32 in the channels-last layout every model is built in,
+fp32 in NCHW, bfloat16 autocast), on the CPU with 1 and 2 threads (each device found), paths interleaved round by round
+in one process. Prints milliseconds and each path's ratio to fp32 channels-last.
+
 ``--contention K``: instead, one DPSD iteration (``method=dpsd``, the overrides' cell, on the CPU) quiet
 and beside K competing processes (:mod:`dpsd.contention`: ``--competitor-threads`` torch threads each,
 default 2, a matmul loop under the default waiting policy), which the benchmark starts for the timed
@@ -99,11 +105,16 @@ def build_trainer(overrides: list[str], method: str, mode: str, teacher, data, d
     return METHODS.get(method)().make_trainer(ctx)
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for ``device``'s queued work (a CUDA device's kernels run asynchronously)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def _synchronised(trainer: Trainer, device: torch.device):
     def step() -> None:
         trainer.step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+        synchronize(device)
     return step
 
 
@@ -196,6 +207,67 @@ def print_ensemble(cfg, data, members: int, parts: int, steps: int, queries: int
         print(f"{serial:>16.3f} {batched:>14.3f} {batched / serial:>14.2f} {serial * parts / 60:>16.1f} "
               f"{batched * parts / 60:>14.1f} {answer_serial:>24.1f} {answer_vmap:>8.1f} "
               f"{answer_vmap / answer_serial:>14.2f}  {describe(device)}")
+
+
+TEACHER_PATHS = ("fp32 channels_last", "fp32 nchw", "bf16 autocast")
+"""The numeric paths ``--teacher-paths`` times: the models' default layout, NCHW, and bfloat16 autocast."""
+
+
+def bench_teacher_paths(cfg, data, device: torch.device, repeats: int) -> dict[str, tuple[float, float]]:
+    """``path -> (median seconds of a training step, of answering 128 queries)`` for ``cfg``'s teacher on ``device``
+    (untrained weights: the time of a step does not depend on them), paths interleaved round by round."""
+    from dpsd.teachers import teacher_network
+
+    batch = int(cfg.model.teacher.recipe.batch_size)
+    shape = (data.channels, data.image_size, data.image_size)
+    nets, optimizers, times = {}, {}, {path: ([], []) for path in TEACHER_PATHS}
+    for path in TEACHER_PATHS:
+        torch.manual_seed(0)
+        net = teacher_network(cfg.model.teacher, data).to(device)
+        nets[path] = net.to(memory_format=torch.contiguous_format) if path == "fp32 nchw" else net
+        optimizers[path] = torch.optim.Adam(nets[path].parameters(), lr=1e-3)
+    x, y, queries = torch.randn(batch, *shape, device=device), torch.randint(0, data.num_classes, (batch,), device=device), \
+        torch.randn(128, *shape, device=device)
+
+    def run(path: str) -> tuple[float, float]:
+        net, optimizer = nets[path], optimizers[path]
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=path == "bf16 autocast"):
+            start = time.perf_counter()
+            net.train()
+            loss = torch.nn.functional.cross_entropy(net(x).float(), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            synchronize(device)
+            step = time.perf_counter() - start
+            start = time.perf_counter()
+            with torch.no_grad():
+                net.eval()(queries)
+            synchronize(device)
+        return step, time.perf_counter() - start
+
+    for round_ in range(repeats + WARMUP):
+        for path in TEACHER_PATHS:
+            step, answer = run(path)
+            if round_ >= WARMUP:
+                times[path][0].append(step)
+                times[path][1].append(answer)
+    return {path: (statistics.median(steps), statistics.median(answers)) for path, (steps, answers) in times.items()}
+
+
+def print_teacher_paths(cfg, data, repeats: int) -> None:
+    print(f"teacher {cfg.model.teacher.arch} (stem {cfg.model.teacher.get('stem') or 'default'}) on {cfg.dataset.name}: "
+          f"a training step of {cfg.model.teacher.recipe.batch_size} and 128 answers, median of {repeats} interleaved "
+          "rounds; ratio: the path's time over fp32 channels_last's")
+    print(f"{'path':<20} {'threads':>7} {'step ms':>9} {'ratio':>6} {'answer ms':>10} {'ratio':>6}  device")
+    for device in devices(cfg.device):
+        for threads in ((1, 2) if device.type == "cpu" else (torch.get_num_threads(),)):
+            torch.set_num_threads(threads)
+            results = bench_teacher_paths(cfg, data, device, repeats)
+            base_step, base_answer = results[TEACHER_PATHS[0]]
+            for path, (step, answer) in results.items():
+                print(f"{path:<20} {threads:>7} {step * 1e3:>9.1f} {step / base_step:>6.2f} {answer * 1e3:>10.1f} "
+                      f"{answer / base_answer:>6.2f}  {describe(device)}")
 
 
 def cell_worker(overrides: list[str], cell: str) -> None:
@@ -300,6 +372,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--member-steps", type=int, default=30, help="--ensemble: optimiser steps per member (default 30)")
     parser.add_argument("--queries", type=int, default=1000,
                         help="--ensemble: images each trained member answers, timed per backend (default 1000)")
+    parser.add_argument("--teacher-paths", action="store_true", help="time the run's teacher's training step and "
+                        "answers in fp32 channels-last, fp32 NCHW and bfloat16, at 1 and 2 CPU threads")
     parser.add_argument("--contention", type=int, metavar="K", help="time one DPSD iteration quiet and beside K "
                         "competing processes, without and with the thread hygiene")
     parser.add_argument("--competitor-threads", type=int, default=2, help="--contention: torch threads of each "
@@ -333,6 +407,9 @@ def main(argv: list[str] | None = None) -> None:
         print_allocator(cfg, [*overrides, "device=cpu"], names, args.repeats or CONTENTION_ROUNDS)
         return
     data = load_data(cfg, setup.convention)
+    if args.teacher_paths:
+        print_teacher_paths(cfg, data, args.repeats or REPEATS)
+        return
     if args.ensemble is not None:
         print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps, args.queries)
         return
