@@ -69,11 +69,15 @@ def test_ensemble_bench_trains_each_backend_into_an_empty_cache_and_prints_their
     bench.main(["--ensemble", "2", "--parts", "50", "--member-steps", "2", *TINY, f"results_dir={tmp_path}"])
     lines = capsys.readouterr().out.splitlines()
     assert "dealt 50 ways, 2 members timed per backend, 2 steps of" in lines[0]
-    serial, batched, ratio, serial_all, batched_all = (float(v) for v in lines[2].split()[:5])
-    assert serial > 0 and batched > 0 and lines[2].split()[5] == "cpu"
+    serial, batched, ratio, serial_all, batched_all, answer_serial, answer_vmap, answer_ratio = (
+        float(v) for v in lines[2].split()[:8])
+    assert serial > 0 and batched > 0 and lines[2].split()[8] == "cpu"
     half = 0.0005  # seconds are printed to 3 decimals, the ratio (from the unrounded seconds) to 2
     assert (batched - half) / (serial + half) - 0.005 <= ratio <= (batched + half) / (serial - half) + 0.005
     assert serial_all == pytest.approx(serial * 50 / 60, abs=0.06)
+    # members per second answering, serial and batched, printed to 1 decimal, their ratio to 2
+    assert answer_serial > 0 and answer_vmap > 0
+    assert answer_ratio == pytest.approx(answer_vmap / answer_serial, rel=0.05, abs=0.01)
     assert not (tmp_path / "teachers").exists()  # the timed members went to temporary caches only
 
 
