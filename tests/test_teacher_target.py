@@ -64,3 +64,15 @@ def test_weights_digest_changes_with_the_weights():
     with torch.no_grad():
         net.weight += 1
     assert weights_digest(net) != before
+
+
+def test_the_curve_tool_exports_every_check_of_a_cached_target_teacher(tmp_path):
+    from conftest import load_tool
+
+    _, record = trained(cfg_with_target(tmp_path, accuracy=0.80))
+    tool = load_tool("teacher_curves")
+    frame = tool.curves(tmp_path / "teachers")
+    assert list(frame["step"]) == [point["step"] for point in record["training"]["curve"]]
+    assert set(frame["weights_sha256"]) == {record["weights_sha256"]}
+    tool.main(["--results-dir", str(tmp_path), "--csv", str(tmp_path / "c.csv"), "--figure", str(tmp_path / "c.png")])
+    assert (tmp_path / "c.png").exists() and len(tool.pd.read_csv(tmp_path / "c.csv")) == len(frame)

@@ -1,0 +1,101 @@
+"""Export the training curves of every teacher trained to a target (``model.teacher.recipe.target``) in a teacher cache:
+steps against validation accuracy (the cut of the private split that stops training) and test accuracy (measured for
+this curve only), one row a check, and draw them.
+
+    python tools/teacher_curves.py [--results-dir results] [--csv results/teacher_curves.csv]
+                                   [--figure results/figures/teacher_curves.png]
+
+The CSV is what a page cites (each teacher by arch, stem, seed, its cache key's digest and its weights' sha256); the
+cache itself stays untracked (a teacher is the one thing a run must never release). Rows of a teacher already in the CSV
+are replaced, others kept, so curves from several machines accumulate.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from dpsd.teachers import read_cached, weights_digest  # noqa: E402
+
+KEY = ["file", "arch", "stem", "seed"]
+
+
+def curves(cache: Path) -> pd.DataFrame:
+    """One row a check of every cached teacher that was trained to a target."""
+    rows = []
+    for path in sorted(cache.glob("*.pt")):
+        stored = read_cached(path)
+        if not stored or not stored.get("training"):
+            continue
+        key, training = stored["key"], stored["training"]
+        digest = weights_digest(_Weights(stored["state_dict"]))
+        for point in training["curve"]:
+            rows.append({"file": path.name, "arch": key["arch"], "stem": key["stem"] or "default", "seed": key["seed"],
+                         "step": point["step"], "val_accuracy": point["val_accuracy"],
+                         "test_accuracy": point["test_accuracy"], "seconds": round(point["seconds"], 1),
+                         "reached": training["reached"], "final_test_accuracy": stored["test_accuracy"],
+                         "weights_sha256": digest})
+    return pd.DataFrame(rows)
+
+
+class _Weights(torch.nn.Module):
+    """A state dict as :func:`weights_digest` reads it."""
+
+    def __init__(self, state: dict) -> None:
+        super().__init__()
+        self._state = state
+
+    def state_dict(self, *args, **kwargs) -> dict:  # noqa: D102
+        return self._state
+
+
+def merged(new: pd.DataFrame, csv: Path) -> pd.DataFrame:
+    """``new`` with the rows of ``csv`` whose teacher ``new`` does not hold."""
+    if not csv.exists() or not len(new):
+        return new
+    old = pd.read_csv(csv)
+    kept = old[~old["file"].isin(set(new["file"]))]
+    return pd.concat([kept, new], ignore_index=True).sort_values(["arch", "stem", "seed", "step"])
+
+
+def draw(frame: pd.DataFrame, figure_path: Path) -> None:
+    figure, axes = plt.subplots(figsize=(7, 4.2))
+    for (arch, stem, seed), rows in frame.groupby(["arch", "stem", "seed"]):
+        line, = axes.plot(rows["step"], 100 * rows["val_accuracy"], marker="o", label=f"{arch} {stem} seed {seed}: validation")
+        axes.plot(rows["step"], 100 * rows["test_accuracy"], marker="x", linestyle="--", color=line.get_color(),
+                  label=f"{arch} {stem} seed {seed}: test")
+    axes.axhline(99.21, color="#999", linestyle=":", label="the papers' 99.21%")
+    axes.set_xlabel("optimiser steps (batch 128)")
+    axes.set_ylabel("accuracy (%)")
+    axes.set_ylim(max(90, 100 * frame["val_accuracy"].min() - 1), 100)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)
+    axes.set_title("Teachers trained to a target: validation (chooses when to stop) and test (chooses nothing)", fontsize=9)
+    figure.tight_layout()
+    figure_path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(figure_path, dpi=100, metadata={"Software": None})
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--csv", default="results/teacher_curves.csv")
+    parser.add_argument("--figure", default="results/figures/teacher_curves.png")
+    args = parser.parse_args(argv)
+    frame = merged(curves(Path(args.results_dir) / "teachers"), Path(args.csv))
+    if not len(frame):
+        raise SystemExit(f"no teacher trained to a target in {Path(args.results_dir) / 'teachers'}")
+    frame.to_csv(args.csv, index=False)
+    draw(frame, Path(args.figure))
+    print(f"{frame['file'].nunique()} teachers, {len(frame)} checks: {args.csv}, {args.figure}")
+
+
+if __name__ == "__main__":
+    main()
