@@ -77,3 +77,14 @@ def test_a_run_reads_no_private_record_and_publishes_the_target_epsilon(tmp_path
     assert privacy["eps_rigorous"] <= 5 and privacy["eps_rigorous"] == pytest.approx(5, rel=0.01) or extra[:1] == [
         "method.confident_threshold=10"]  # a confident run's ledger charges the answered queries only
     assert math.isfinite(privacy["eps_claimed"]) and privacy["eps_claimed"] >= privacy["eps_rigorous"] - 1e-6
+
+
+def test_diet_pate_reading_reports_its_data_dependent_epsilon_beside_ours(tmp_path):
+    summary = run_experiment(dfpate_cfg(tmp_path, "method.votes=hard", "method.data_dependent=true"), show_progress=False)
+    assert 0 < summary["metrics"]["eps_data_dependent"] and summary["privacy"]["eps_rigorous"] == pytest.approx(5, rel=0.01)
+    assert any("not be published" in note for note in summary["privacy"]["notes"])
+
+
+def test_the_data_dependent_epsilon_needs_vote_counts(tmp_path):
+    with pytest.raises(ConfigError, match="method.data_dependent needs GNMax on vote counts"):
+        run_experiment(dfpate_cfg(tmp_path, "method.data_dependent=true"), show_progress=False)

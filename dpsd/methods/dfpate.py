@@ -16,7 +16,10 @@ changed record changes one member, i.e. one vote):
 the whole noisy vector is released (its argmax is post-processing, so ``method.target=soft`` costs what ``hard``
 costs). With ``method.confident_threshold`` T, Confident-GNMax (2018, Alg. 1) answers only queries whose top vote
 + N(0, sigma1^2) reaches T, charged data-independently: the check for every query, the answer for every one
-answered. Members are trained and queried as one batched model (:func:`dpsd.ensembles.ensemble_votes`).
+answered. Members are trained and queried as one batched model (:func:`dpsd.ensembles.ensemble_votes`). With
+``method.data_dependent`` (GNMax on vote counts), the run also reports Papernot et al.'s data-dependent RDP epsilon of
+its answers as the metric ``eps_data_dependent``: the epsilon DIET-PATE states, a function of the private votes and
+not a standard guarantee; neither ledger uses it.
 
 The student (``model.student``) is trained on the answered transfer images against the noisy answers: their argmax
 (``target=hard``) or the noisy vector clipped at 0 and normalised (``target=soft``), with cross-entropy. Every
@@ -45,6 +48,7 @@ from dpsd.ensembles import ensemble_votes, load_or_train_members, with_member_st
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
 from dpsd.models import build_classifier, xavier_init_
+from dpsd.privacy import pate_analysis
 from dpsd.privacy.accounting import Ledger
 from dpsd.teachers import disjoint_partition
 
@@ -67,6 +71,7 @@ class DFPATEConfig(MethodConfig):
     confident_threshold: Optional[float] = MISSING
     sigma1: float = MISSING
     target: Target = MISSING
+    data_dependent: bool = MISSING
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
@@ -92,6 +97,9 @@ class DFPATE(Method):
     def check_config(cfg: DictConfig) -> None:
         TRANSFER_SETS.get(str(cfg.method.transfer))  # an unknown set: one line naming the known ones
         confident(cfg)
+        if cfg.method.data_dependent and (cfg.method.aggregator != "gnmax" or cfg.method.votes != "hard"):
+            raise ConfigError("method.data_dependent needs GNMax on vote counts (method.aggregator=gnmax "
+                              f"method.votes=hard), got {cfg.method.aggregator} on {cfg.method.votes} votes")
 
     @staticmethod
     def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
@@ -106,7 +114,9 @@ class DFPATE(Method):
             "data-free after the teachers: the queries are a programmatic transfer set "
             f"({cfg.method.transfer}); privacy w.r.t. the teachers' disjoint partitions of the whole private split",
             f"released: the noisy {cfg.method.votes} vote vector of every answered query (the student's targets are "
-            "post-processing of it)"])
+            "post-processing of it)",
+            *([f"metric eps_data_dependent (DIET-PATE's epsilon): {pate_analysis.NOT_PUBLISHABLE}"]
+              if cfg.method.data_dependent else [])])
         for release in releases(cfg):
             ledger.record(release)
         return ledger
@@ -147,6 +157,9 @@ class DFPATE(Method):
                    "aggregate_agreement": float((noisy.argmax(dim=1) == clean).float().mean()),
                    "vote_margin": float(_top_two_gap(votes[answered]).mean() / teachers),
                    "num_teachers": float(teachers)}
+        if method.data_dependent:  # DIET-PATE's epsilon: a function of the private votes, never published as a ledger
+            metrics["eps_data_dependent"] = pate_analysis.gnmax_data_dependent_epsilon(
+                votes[answered].cpu().numpy(), float(method.sigma), float(cfg.privacy.delta))
         return RunResult(student=student, ledger=ctx.ledger, samples=images[:64], metrics=metrics)
 
     @staticmethod
