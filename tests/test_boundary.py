@@ -24,7 +24,7 @@ from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.boundary import Accesses, reconcile
 from dpsd.privacy.claims import Claim
-from dpsd.privacy.events import RandomizedResponseRelease
+from dpsd.privacy.events import GaussianRelease, LaplaceRelease, RandomizedResponseRelease
 
 
 @pytest.fixture(scope="module")
@@ -232,58 +232,54 @@ def test_pate_with_its_noisy_votes_recorded_as_one_release_is_refused(results_di
     assert "\n" not in str(refused.value) and str(refused.value).endswith("nothing was published")
 
 
-class LaplaceMeanOnce(LP1ST):
-    """Our own: the teacher's one-hot answers to every private image, summed and released once through Laplace
-    noise (as if one answer), each image then labelled by that noisy class histogram's argmax; the images release
-    recorded. The one release privatises 1437 answers' sum with the sensitivity of one."""
+def teacher_probabilities(ctx):
+    """The full-data teacher's softmax answers to every private image."""
+    train = ctx.data.train
+    with torch.no_grad():
+        return ctx.teachers[0](torch.stack([train.image(i) for i in range(len(train))])).softmax(dim=1)
 
-    @staticmethod
-    def plan_ledger(cfg, info):
-        from dpsd.privacy.events import LaplaceRelease
 
+class OneAnswerAggregate(LP1ST):
+    """Our own, two ways: the teacher's answers to every private image aggregated into one noisy release, the event
+    recorded by hand as covering one answer (``release``, planned and recorded alike), each image then labelled from
+    that release, the images release recorded. ``aggregate(ctx, answers)`` gives the labels."""
+
+    release = None
+
+    @classmethod
+    def plan_ledger(cls, cfg, info):
         ledger = Ledger(claim=claim(cfg))
-        ledger.record(LaplaceRelease(l1_sensitivity=2.0, scale=2.0 / label_epsilon(cfg)))
+        ledger.record(cls.release)
         ledger.record(IMAGES)
         return ledger
 
     def fit(self, ctx):
-        from dpsd.privacy.events import LaplaceRelease
-
-        train = ctx.data.train
-        images = torch.stack([train.image(i) for i in range(len(train))])
-        with torch.no_grad():
-            answers = torch.nn.functional.one_hot(ctx.teachers[0](images).argmax(dim=1), ctx.info.num_classes)
-        histogram, _ = mechanisms.laplace_mechanism(answers.sum(dim=0, keepdim=True).float(), 2.0,
-                                                    2.0 / label_epsilon(ctx.cfg), ctx.rng)
-        ctx.ledger.record(LaplaceRelease(l1_sensitivity=2.0, scale=2.0 / label_epsilon(ctx.cfg)))
-        return trained_on_images(ctx, histogram.argmax(dim=1).expand(len(train)))
+        labels = self.aggregate(ctx, teacher_probabilities(ctx))
+        ctx.ledger.record(self.release)
+        return trained_on_images(ctx, labels)
 
 
-class NoisyMeanUndercounted(LaplaceMeanOnce):
-    """Our own: a noisy mean of the teacher's softmax answers over every private image, through
-    :func:`dpsd.privacy.mechanisms.noisy_mean` (whose event counts the rows it summed), recorded instead by hand as a
-    release of one answer."""
+class LaplaceMeanOnce(OneAnswerAggregate):
+    """A class histogram of the teacher's argmax answers through Laplace noise, as if one answer."""
 
-    @staticmethod
-    def plan_ledger(cfg, info):
-        from dpsd.privacy.events import GaussianRelease
+    release = LaplaceRelease(l1_sensitivity=2.0, scale=2.0)
 
-        ledger = Ledger(claim=claim(cfg))
-        ledger.record(GaussianRelease(l2_sensitivity=2.0, noise_std=10.0))
-        ledger.record(IMAGES)
-        return ledger
+    def aggregate(self, ctx, answers):
+        votes = torch.nn.functional.one_hot(answers.argmax(dim=1), ctx.info.num_classes).sum(dim=0, keepdim=True)
+        histogram, _ = mechanisms.laplace_mechanism(votes.float(), 2.0, 2.0, ctx.rng)
+        return histogram.argmax(dim=1).expand(len(answers))
 
-    def fit(self, ctx):
-        from dpsd.privacy.events import GaussianRelease
 
-        train = ctx.data.train
-        images = torch.stack([train.image(i) for i in range(len(train))])
-        with torch.no_grad():
-            answers = ctx.teachers[0](images).softmax(dim=1)
+class NoisyMeanUndercounted(OneAnswerAggregate):
+    """A noisy mean of the softmax answers through :func:`dpsd.privacy.mechanisms.noisy_mean`, whose own event counts
+    the rows it summed, replaced by a hand-made one of one answer."""
+
+    release = GaussianRelease(l2_sensitivity=2.0, noise_std=10.0)
+
+    def aggregate(self, ctx, answers):
         mean, event = mechanisms.noisy_mean(answers, 2.0, 10.0, ctx.rng)
-        assert event.answers == len(train)  # the mechanism's own event would have covered them
-        ctx.ledger.record(GaussianRelease(l2_sensitivity=2.0, noise_std=10.0))
-        return trained_on_images(ctx, mean.argmax(dim=1))
+        assert event.answers == len(answers)  # the mechanism's own event would have covered them
+        return mean.argmax(dim=1)
 
 
 @pytest.mark.parametrize("adapter", [LaplaceMeanOnce, NoisyMeanUndercounted], ids=lambda cls: cls.__name__)
@@ -296,8 +292,6 @@ def test_an_aggregate_recorded_as_one_answer_is_refused(results_dir, monkeypatch
 
 
 def test_an_aggregate_recorded_with_its_answers_covers_them():
-    from dpsd.privacy.events import GaussianRelease, LaplaceRelease
-
     accesses = Accesses(teacher_answers=256)
     assert reconcile("m", accesses, [GaussianRelease(2.0, 10.0, count=1, answers=256)], None, False) == []
     assert reconcile("m", accesses, [LaplaceRelease(2.0, 1.0, count=2, answers=128)], None, False) == []
