@@ -88,3 +88,12 @@ def test_diet_pate_reading_reports_its_data_dependent_epsilon_beside_ours(tmp_pa
 def test_the_data_dependent_epsilon_needs_vote_counts(tmp_path):
     with pytest.raises(ConfigError, match="method.data_dependent needs GNMax on vote counts"):
         run_experiment(dfpate_cfg(tmp_path, "method.data_dependent=true"), show_progress=False)
+
+
+def test_rotation_pretraining_changes_the_student_and_costs_no_privacy(tmp_path):
+    plain = run_experiment(dfpate_cfg(tmp_path), show_progress=False)
+    pretrained = run_experiment(dfpate_cfg(tmp_path, "method.pretrain=rotation", "method.pretrain_images=256",
+                                           "method.pretrain_epochs=1"), show_progress=False)
+    assert pretrained["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
+    assert pretrained["privacy"]["eps_rigorous"] == plain["privacy"]["eps_rigorous"]
+    assert pretrained["metrics"]["final_student_loss"] != plain["metrics"]["final_student_loss"]

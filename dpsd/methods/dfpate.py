@@ -22,7 +22,9 @@ its answers as the metric ``eps_data_dependent``: the epsilon DIET-PATE states, 
 not a standard guarantee; neither ledger uses it.
 
 The student (``model.student``) is trained on the answered transfer images against the noisy answers: their argmax
-(``target=hard``) or the noisy vector clipped at 0 and normalised (``target=soft``), with cross-entropy. Every
+(``target=hard``) or the noisy vector clipped at 0 and normalised (``target=soft``), with cross-entropy; with
+``method.pretrain=rotation`` it first learns to tell how fresh transfer images were turned (self-supervised, free of
+privacy cost: no teacher answers, no private record). Every
 setting of ``conf/method/dfpate.yaml`` was fixed before any MNIST run, from runs on scikit-learn's digits, a public
 dataset (docs/frontier.md says which); no private record and no test image chose one.
 """
@@ -47,13 +49,14 @@ from dpsd.distill.transfer_sets import TRANSFER_SETS, transfer_images
 from dpsd.ensembles import ensemble_votes, load_or_train_members, with_member_steps
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
-from dpsd.models import build_classifier, xavier_init_
+from dpsd.models import build_classifier, penultimate_features, xavier_init_
 from dpsd.privacy import pate_analysis
 from dpsd.privacy.accounting import Ledger
 from dpsd.teachers import disjoint_partition
 
 Votes = Enum("Votes", "soft hard")
 Target = Enum("Target", "soft hard")
+Pretrain = Enum("Pretrain", "none rotation")
 
 
 @dataclass
@@ -72,6 +75,9 @@ class DFPATEConfig(MethodConfig):
     sigma1: float = MISSING
     target: Target = MISSING
     data_dependent: bool = MISSING
+    pretrain: Pretrain = MISSING
+    pretrain_images: int = MISSING
+    pretrain_epochs: int = MISSING
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
@@ -164,25 +170,56 @@ class DFPATE(Method):
 
     @staticmethod
     def train_student(ctx: RunContext, images: Tensor, targets: Tensor) -> tuple[torch.nn.Module, float]:
-        """A Xavier-initialised ``model.student`` trained with Adam (``method.lr``) for ``method.epochs`` passes of
+        """A Xavier-initialised ``model.student``, pretrained on generated images where ``method.pretrain`` says so
+        (:func:`pretrain_rotation`), then trained with Adam (``method.lr``) for ``method.epochs`` passes of
         ``method.batch_size`` over ``images`` against the target distributions (cross-entropy)."""
         cfg, info, method = ctx.cfg, ctx.info, ctx.cfg.method
         student = xavier_init_(build_classifier(cfg.model.student.arch, info.channels, info.image_size,
                                                 info.num_classes)).to(ctx.device)
+        if method.pretrain == "rotation":
+            pretrain_rotation(ctx, student)
         optimizer = make_optimizer("adam", student.parameters(), float(method.lr))
-        loader = DataLoader(TensorDataset(images, targets), batch_size=int(method.batch_size), shuffle=True,
-                            generator=torch.Generator().manual_seed(int(cfg.seed)))
-        student.train()
-        loss, step = torch.zeros(()), 0
-        for _ in range(int(method.epochs)):
-            for x, y in loader:
-                loss = -(y.to(ctx.device) * F.log_softmax(student(x.to(ctx.device)), dim=1)).sum(dim=1).mean()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                ctx.progress(step, {"loss": loss.detach()})
-                step += 1
-        return student.eval(), float(loss.detach())
+        loss = _train(student, optimizer, images, targets, ctx, lambda net, x: net(x))
+        return student.eval(), loss
+
+
+def pretrain_rotation(ctx: RunContext, student: torch.nn.Module) -> float:
+    """Self-supervised pretraining on ``method.pretrain_images`` fresh images of the transfer set (no teacher, no private
+    record: no privacy cost): each image turned by 0, 90, 180 or 270 degrees, a linear head on the student's
+    penultimate features learns which (rotation prediction, Gidaris et al. 2018) for ``method.pretrain_epochs`` passes
+    with Adam (``method.lr``); the head is then dropped. Returns the last loss."""
+    cfg, data, method = ctx.cfg, ctx.data, ctx.cfg.method
+    rng = torch.Generator().manual_seed(int(cfg.seed) + 1)  # apart from the queries' stream
+    images = transfer_images(str(method.transfer), int(method.pretrain_images), data.channels, data.image_size,
+                             data.space, rng)
+    turns = torch.randint(0, 4, (len(images),), generator=rng)
+    turned = torch.stack([torch.rot90(image, int(k), dims=(1, 2)) for image, k in zip(images, turns)])
+    with torch.no_grad():
+        width = penultimate_features(student, turned[:2].to(ctx.device))[0].shape[1]
+    head = torch.nn.Linear(width, 4).to(ctx.device)
+    optimizer = make_optimizer("adam", [*student.parameters(), *head.parameters()], float(method.lr))
+    return _train(student, optimizer, turned, F.one_hot(turns, 4).float(), ctx,
+                  lambda net, x: head(penultimate_features(net, x)[0]), epochs=int(method.pretrain_epochs))
+
+
+def _train(student: torch.nn.Module, optimizer: torch.optim.Optimizer, images: Tensor, targets: Tensor,
+           ctx: RunContext, logits, epochs: int | None = None) -> float:
+    """``epochs`` (default ``method.epochs``) shuffled passes of ``method.batch_size`` minimising the cross-entropy of
+    ``logits(student, x)`` against the target distributions; returns the last batch's loss."""
+    cfg = ctx.cfg
+    loader = DataLoader(TensorDataset(images, targets), batch_size=int(cfg.method.batch_size), shuffle=True,
+                        generator=torch.Generator().manual_seed(int(cfg.seed)))
+    student.train()
+    loss, step = torch.zeros(()), 0
+    for _ in range(int(cfg.method.epochs) if epochs is None else epochs):
+        for x, y in loader:
+            loss = -(y.to(ctx.device) * F.log_softmax(logits(student, x.to(ctx.device)), dim=1)).sum(dim=1).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            ctx.progress(step, {"loss": loss.detach()})
+            step += 1
+    return float(loss.detach())
 
 
 def _top_two_gap(votes: Tensor) -> Tensor:
