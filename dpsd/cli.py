@@ -203,7 +203,7 @@ def cmd_teacher(args: list[str]) -> None:
     from dpsd.teachers import load_or_train_teacher
 
     overrides = _parser("teacher", "train (or find in the cache) the teacher a run would use").parse_args(args).overrides
-    cfg = compose(overrides)
+    cfg = compose(overrides, strict=True)
     setup = resolve_run(cfg)
     cfg = resolve_paths(cfg)
     _, record = load_or_train_teacher(cfg, load_data(cfg, setup.convention), resolve_device(cfg.device))
@@ -240,7 +240,7 @@ def vary_table(overrides: list[str], vary: list[str]) -> str:
     keys = [key for key, _ in axes]
     rows = []
     for combination in itertools.product(*(values for _, values in axes)):
-        report = privacy_report(compose([*overrides, *(f"{k}={v}" for k, v in zip(keys, combination))]))
+        report = privacy_report(compose([*overrides, *(f"{k}={v}" for k, v in zip(keys, combination))], strict=True))
         solved = report.get("calibration")
         extra = {solved["parameter"]: solved["value"]} if solved else {}
         rows.append({**dict(zip(keys, combination)), **extra, **{c: report[c] for c in VARY_COLUMNS}})
@@ -261,7 +261,7 @@ def cmd_privacy_report(args: list[str]) -> None:
     if parsed.vary:
         print(vary_table(parsed.overrides, parsed.vary))
     else:
-        print(_dumps(privacy_report(compose(parsed.overrides))))
+        print(_dumps(privacy_report(compose(parsed.overrides, strict=True))))
 
 
 def cmd_audit_model(args: list[str]) -> None:
@@ -292,7 +292,7 @@ def cmd_audit_run(args: list[str]) -> None:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--synthetic", type=int, default=2000, help="generated samples for the generator's distance score")
     parsed = parser.parse_intermixed_args(args)
-    cfg, _ = prepare(compose(parsed.overrides))
+    cfg, _ = prepare(compose(parsed.overrides, strict=True))
     result = audit_one_run(cfg, parsed.canaries, parsed.confidence, parsed.synthetic)
     if cfg.tracking.enabled:
         from dpsd import tracking
@@ -322,7 +322,7 @@ def cmd_audit(args: list[str]) -> None:
                         help="code: drive the method's own annotator (default); event: sample the planned ledger event")
     parser.add_argument("--releases", type=int, default=1, help="--source code: teacher queries per trial")
     parsed = parser.parse_intermixed_args(args)
-    cfg, _ = prepare(compose(parsed.overrides))
+    cfg, _ = prepare(compose(parsed.overrides, strict=True))
     if parsed.source == "code":
         result = audit_code_path(cfg, parsed.trials, parsed.confidence, parsed.releases)
     else:
@@ -679,7 +679,7 @@ def checkpoint_peek(path: Path, overrides: list[str]) -> str:
     from dpsd.teachers import evaluate_accuracy
 
     state = _checkpoint_state(path)
-    cfg = compose(overrides)
+    cfg = compose(overrides, strict=True)
     info = data_info(cfg)
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
     networks = [("student", student, "model.student")]
