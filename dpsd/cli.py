@@ -346,13 +346,15 @@ def cmd_sweep(args: list[str]) -> int:
     parser.add_argument("spec", help="a spec file, or the name of one in sweeps/")
     parser.add_argument("overrides", nargs="*", help="scale=check|smoke|laptop|paper (default smoke) and Hydra overrides for every cell")
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
-    parser.add_argument("--dry-run", action="store_true", help="list the cells to run, stale and done; run nothing")
+    parser.add_argument("--dry-run", action="store_true", help="list the cells to run, stale and done (with --search: "
+                        "the trials and repeats); run nothing")
     parser.add_argument("--rerun-stale", action="store_true", help="also re-run cells recorded by other code versions")
     parser.add_argument("--match", metavar="REGEX",
                         help="run only the cells whose label matches (e.g. 'steps_per_iteration=(1|10) '); "
                              "--dry-run lists the labels")
     parser.add_argument("--seeds", type=int, metavar="N",
-                        help="run every cell at seeds 0..N-1 (default: the spec's seeds: list, else seed 0)")
+                        help="run every cell at seeds 0..N-1 (default: the spec's seeds: list, else seed 0); with "
+                             "--search: the search at seed 0, its best configurations again at seeds 1..N-1")
     _add_trial_resources(parser)
     _add_archive_choice(parser)
     parser.add_argument("--search", choices=["optuna"],
@@ -370,13 +372,17 @@ def cmd_sweep(args: list[str]) -> int:
     scale, overrides = split_scale(parsed.overrides)
     if parsed.search:
         from dpsd.sweep.spec import load_spec
-        from dpsd.sweep.study import run_study, study_budget
+        from dpsd.sweep.study import format_plan, plan_study, run_study, study_budget
 
         trials, best = study_budget(load_spec(parsed.spec))
-        found = run_study(parsed.spec, parsed.trials or trials, scale, overrides,
-                          best=best if parsed.best is None else parsed.best,
-                          repeat_seeds=parsed.seeds or 3, scheduler=parsed.scheduler, address=parsed.address,
-                          cpus_per_trial=parsed.cpus_per_trial, gpus_per_trial=parsed.gpus_per_trial)
+        budget = {"trials": parsed.trials or trials, "best": best if parsed.best is None else parsed.best,
+                  "seeds": parsed.seeds}
+        if parsed.dry_run:
+            print(format_plan(plan_study(parsed.spec, scale=scale, overrides=overrides, **budget)))
+            return 0
+        found = run_study(parsed.spec, scale=scale, overrides=overrides, **budget, scheduler=parsed.scheduler,
+                          address=parsed.address, cpus_per_trial=parsed.cpus_per_trial,
+                          gpus_per_trial=parsed.gpus_per_trial)
         print(f"study {found['study']}: {found['trials']} trials finished, {len(found['best'])} best configurations "
               f"run again ({found['repeats']} runs); its page: dpsd pages (where results/pages.yaml lists it), or "
               f"dpsd report --study {parsed.spec}")

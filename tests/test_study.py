@@ -17,7 +17,8 @@ from dpsd.report.runs import load_history, read_archive
 from dpsd.report.study import (agreement_sentence, best_configuration, first_by_each, importance_table, optuna_study,
                                sensitivity_markdown, study_markdown, study_runs)
 from dpsd.sweep.spec import load_spec
-from dpsd.sweep.study import HELD_OUT, SELECTION, run_study, search_block, split_halves, study_overrides
+from dpsd.sweep.study import (HELD_OUT, SELECTION, run_study, search_block, split_halves, study_overrides,
+                              study_seeds)
 
 TINY = ["device=cpu", "model.teacher.recipe.steps=30", "++method.iterations=2", "++method.batch_size=16"]
 
@@ -254,6 +255,34 @@ def test_dpsd_sweep_searches_at_the_specs_own_budget_unless_told(tmp_path, monke
     assert "its page: dpsd pages" in capsys.readouterr().out
 
 
+def test_a_dry_run_of_a_search_lists_its_trials_and_repeats_and_runs_nothing(tmp_path, monkeypatch, capsys):
+    """`dpsd sweep SPEC --search optuna --dry-run` prints the study's plan (each trial's cell and the ranges its
+    values are drawn from, the repeats at --seeds N's seeds 1..N-1) and never reaches the search."""
+    from dpsd import cli
+    from dpsd.sweep import study as sweep_study
+
+    def never(*_, **__):
+        raise AssertionError("a dry run ran the study")
+
+    monkeypatch.setattr(sweep_study, "run_study", never)
+    spec = str(study_specs(tmp_path) / "tiny_study.yaml")
+    assert cli.main(["sweep", spec, "--search", "optuna", "--trials", "4", "--best", "1", "--seeds", "3",
+                     "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("study tiny_study at scale smoke (dry run: nothing run)\n")
+    assert "  4 search trials, each one run of: method=dpsd privacy=label " in out and " seed=0\n" in out
+    assert "    method.student_lr  loguniform [0.0001, 0.1]\n" in out
+    assert "  then the best 1 configurations again at seeds [1, 2]: 2 runs\n  6 runs in all" in out
+
+
+@pytest.mark.parametrize("seeds, expected", [(None, (0, [1])), (3, (0, [1, 2])), (1, (0, []))])
+def test_seeds_n_runs_a_studys_best_configurations_at_seeds_1_to_n_minus_1(tmp_path, seeds, expected):
+    """--seeds N means for a study what it means for a sweep, seeds 0..N-1 in all (the search at 0), in place of the
+    spec's seeds: list (the tiny study's: [0, 1])."""
+    spec = load_spec(study_specs(tmp_path) / "tiny_study.yaml")
+    assert study_seeds(spec, seeds) == expected
+
+
 @pytest.mark.slow  # Ray's start and a fresh worker's imports for each trial: minutes on 2 busy cores
 def test_an_optuna_study_on_digits_records_every_trial_and_repeats_the_best(tmp_path):
     from mlflow.tracking import MlflowClient
@@ -261,7 +290,7 @@ def test_an_optuna_study_on_digits_records_every_trial_and_repeats_the_best(tmp_
     path = write(tmp_path, search={"method.student_lr": {"loguniform": [1e-4, 0.1]},
                                    "method.latents": {"choice": ["trainable", "resample"]}})
     overrides = [f"results_dir={tmp_path / 'results'}"]
-    found = run_study(str(path), trials=3, overrides=overrides, best=1, repeat_seeds=2, cpus_per_trial=1)
+    found = run_study(str(path), trials=3, overrides=overrides, best=1, seeds=2, cpus_per_trial=1)
     assert found["trials"] == 3 and found["repeats"] == 1 and set(found["best"][0]) == {"method.student_lr",
                                                                                        "method.latents"}
     runs = study_runs(load_history(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}", "dpsd"), "study")
