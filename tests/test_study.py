@@ -73,10 +73,11 @@ def made_up_runs() -> pd.DataFrame:
                                     (3e-3, 0.6), (5e-2, 0.8)]):
         accuracy = 90 - 20 * abs(__import__("math").log10(lr) + 3)
         rows.append({"run_id": f"r{i}", "phase": "search", "params": json.dumps({"method.output_step": step,
-                     "method.student_lr": lr}, sort_keys=True), "seed": 0, SELECTION: accuracy, HELD_OUT: accuracy - 1})
+                     "method.student_lr": lr}, sort_keys=True), "seed": 0, SELECTION: accuracy, HELD_OUT: accuracy - 1,
+                     "eps_rigorous": 12.5, "source": "archive"})
     best = json.dumps({"method.output_step": 0.9, "method.student_lr": 1e-3}, sort_keys=True)
-    rows += [{"run_id": f"x{s}", "phase": "repeat", "params": best, "seed": s, SELECTION: 88.0 + s, HELD_OUT: 86.0 + s}
-             for s in (1, 2)]
+    rows += [{"run_id": f"x{s}", "phase": "repeat", "params": best, "seed": s, SELECTION: 88.0 + s, HELD_OUT: 86.0 + s,
+              "eps_rigorous": 12.5, "source": "store"} for s in (1, 2)]
     return pd.DataFrame(rows)
 
 
@@ -92,8 +93,25 @@ def test_importance_names_the_hyper_parameter_that_decides_and_the_best_configur
     page = study_markdown(spec, runs, tmp_path)
     assert "## Which hyper-parameters matter" in page and "held-out accuracy 88.00 ± 1.00% (n = 3" in page
     assert "`method.student_lr` first" in page  # the evaluators' agreement said beside the table
+    # every trial in a table, and whose it is: the archive's, or this store's alone (the user's own runs)
+    assert "2 trials are this store's alone (runs not in the runs archive: yours) and 8 the archive's" in page
+    assert "| 9 | repeat | 1 | 0.9 | 0.001 | 89.00 | 87.00 | 12.5 | x1 | store |" in page
     assert (tmp_path / "figures" / "study_smoke_parallel.png").stat().st_size > 0  # named for the spec and the scale
     assert (tmp_path / "figures" / "study_smoke_pair.png").stat().st_size > 0
+
+
+def test_a_study_too_flat_to_rank_says_so_in_one_line_and_counts_its_trials_at_chance(tmp_path):
+    """Every trial at chance (10% on digits): fANOVA finds zero total variance; the page and the sensitivity page say
+    the study is too flat to rank instead of stopping in a traceback, and the share at chance is said plainly."""
+    spec = load_spec(write(tmp_path, search={"method.student_lr": {"loguniform": [1e-4, 0.1]},
+                                             "method.output_step": {"uniform": [0.05, 1.0]}}))
+    flat = made_up_runs().assign(**{SELECTION: 10.0, HELD_OUT: 10.0})
+    page = study_markdown(spec, flat, tmp_path)
+    assert "The study is too flat to rank: its 8 search trials' selection accuracies leave fANOVA no variance" in page
+    assert "10 of the 10 trials (100%) score within 1 point of chance (10.00%, 10 classes)" in page
+    assert "## Every trial" in page and not (tmp_path / "figures").exists()
+    assert "| too flat to rank | — |" in sensitivity_markdown([(spec, flat)])
+    assert "No trial scores within 1 point of chance" in study_markdown(spec, made_up_runs(), tmp_path)
 
 
 def test_the_sensitivity_page_ranks_each_studys_hyper_parameters(tmp_path):
