@@ -383,9 +383,12 @@ def cmd_sweep(args: list[str]) -> int:
         found = run_study(parsed.spec, scale=scale, overrides=overrides, **budget, scheduler=parsed.scheduler,
                           address=parsed.address, cpus_per_trial=parsed.cpus_per_trial,
                           gpus_per_trial=parsed.gpus_per_trial)
+        from dpsd.report.study import keep_study
+
+        storage = keep_study(parsed.spec, scale, overrides, _archive(parsed))
         print(f"study {found['study']}: {found['trials']} trials finished, {len(found['best'])} best configurations "
               f"run again ({found['repeats']} runs); its page: dpsd pages (where results/pages.yaml lists it), or "
-              f"dpsd report --study {parsed.spec}")
+              f"dpsd report --study {parsed.spec}; its Optuna storage: optuna-dashboard {storage}")
         return 0
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
                         parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout,

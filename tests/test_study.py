@@ -238,9 +238,22 @@ def test_a_studys_trials_land_in_the_archive_and_its_page_renders_from_the_archi
     assert "| other_study | dpsd | 0 | not run yet: `dpsd sweep other_study --search optuna --trials 5 --best 1` |" \
         in sensitivity  # no page of its own in the manifest: named, not linked
 
+    # the trials kept where Optuna's own tools open them, and left alone when the same runs are rendered again
+    import optuna
+
+    from dpsd.report.study import journal
+
+    kept = tmp_path / "pages" / "optuna" / "tiny_study_smoke.log"
+    assert "Optuna storage: `" in page and "optuna-dashboard " in page
+    search = optuna.load_study(study_name="tiny_study", storage=journal(kept))
+    assert len(search.trials) == 3 and {t.user_attrs["run_id"] for t in search.trials} == set(
+        rows[rows["study_phase"] == "search"]["run_id"])
+    assert len(optuna.load_study(study_name="tiny_study:repeats", storage=journal(kept)).trials) == 1
+    journal_text = kept.read_bytes()
     (results / "mlflow.db").unlink()  # a fresh clone: no store, the archive alone
     shutil.rmtree(results / "mlartifacts")
     assert render() == from_store
+    assert kept.read_bytes() == journal_text
 
 
 def test_a_study_page_with_no_runs_says_how_to_run_it(tmp_path, capsys):

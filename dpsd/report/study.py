@@ -63,8 +63,10 @@ def study_runs(history: pd.DataFrame, name: str, scale: str | None = None) -> pd
                         columns=RUN_FIELDS).reset_index(drop=True)
 
 
-def optuna_study(spec: Spec, runs: pd.DataFrame):
-    """The search trials as an in-memory Optuna study (maximising selection accuracy) over the spec's ranges."""
+def optuna_study(spec: Spec, runs: pd.DataFrame, phase: str = "search", storage=None, name: str | None = None):
+    """The trials of ``phase`` as an Optuna study (maximising selection accuracy) over the spec's ranges, in memory or
+    in ``storage`` as study ``name``; each trial keeps its run id, seed, held-out accuracy and eps rigorous as user
+    attributes."""
     import optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -76,11 +78,45 @@ def optuna_study(spec: Spec, runs: pd.DataFrame):
 
     space = {key: distribution(kind, args) for key, (kind, args) in search_block(spec).items()}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize")
-    for _, row in runs[runs["phase"] == "search"].iterrows():
-        study.add_trial(optuna.trial.create_trial(params=json.loads(row["params"]), distributions=space,
-                                                  value=row[SELECTION]))
+    study = optuna.create_study(direction="maximize", storage=storage, study_name=name)
+    for _, row in runs[runs["phase"] == phase].iterrows():
+        study.add_trial(optuna.trial.create_trial(
+            params=json.loads(row["params"]), distributions=space, value=row[SELECTION],
+            user_attrs={"run_id": row["run_id"], "seed": int(row["seed"]), HELD_OUT: float(row[HELD_OUT]),
+                        "eps_rigorous": float(row["eps_rigorous"])}))
     return study
+
+
+def journal(path: Path):
+    """Optuna's JournalStorage in the file ``path`` (JSON lines: text, kept in git; ``optuna-dashboard PATH`` and
+    ``optuna.load_study(study_name=..., storage=journal(path))`` open it)."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
+def save_storage(spec: Spec, runs: pd.DataFrame, path: Path) -> bool:
+    """Keep the study's trials (:func:`study_runs`) where Optuna's own tools open them: the journal at ``path`` holds
+    the search as study ``<spec name>`` and the repeats as ``<spec name>:repeats`` (:func:`optuna_study`). Its lines
+    carry a random worker id, so it is written afresh only when the runs it holds differ from ``runs``: rendering the
+    same runs again leaves the file, and git, untouched. Returns whether it was written."""
+    import optuna
+
+    names = {"search": spec.name, "repeat": f"{spec.name}:repeats"}
+    if path.exists():
+        storage = journal(path)
+        held = {trial.user_attrs.get("run_id") for summary in optuna.get_all_study_summaries(storage)
+                for trial in optuna.load_study(study_name=summary.study_name, storage=storage).trials}
+        if held == set(runs["run_id"]):
+            return False
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    storage = journal(path)
+    for phase, name in names.items():
+        if (runs["phase"] == phase).any():
+            optuna_study(spec, runs, phase, storage, name)
+    return True
 
 
 FLAT = "too flat to rank"
@@ -338,6 +374,37 @@ def _warn_unrun(spec: Spec, scale: str) -> None:
           f"`{study_command(spec, scale)}`", file=sys.stderr)
 
 
+def storage_path(folder: Path, spec: Spec, scale: str) -> Path:
+    """Where a study's trials at ``scale`` are kept for Optuna's tools (:func:`save_storage`): ``folder/optuna/``."""
+    from dpsd.report.render import artifact_stem
+
+    return Path(folder) / "optuna" / f"{artifact_stem(spec, scale)}.log"
+
+
+def storage_line(spec: Spec, runs: pd.DataFrame, folder: Path, scale: str) -> str:
+    """Keep the study's trials in its journal under ``folder`` (:func:`save_storage`), and the page's line naming it
+    and the commands that open it."""
+    path = storage_path(folder, spec, scale)
+    save_storage(spec, runs, path)
+    shown = Path(os.path.relpath(path)).as_posix() if not Path(folder).is_absolute() else path.as_posix()
+    return (f"Optuna storage: `{shown}` (a journal; `optuna-dashboard {shown}`, or `optuna.load_study(study_name="
+            f"\"{spec.name}\", storage=JournalStorage(JournalFileBackend(\"{shown}\")))`; the repeats are study "
+            f"`{spec.name}:repeats`).")
+
+
+def keep_study(spec_path: str, scale: str, overrides: Sequence[str], archive: Path | None = None) -> Path:
+    """After a search (``dpsd sweep --search``): its trials, from the store ``overrides`` name and ``archive``, kept
+    in the journal under ``<results_dir>/optuna/`` (:func:`save_storage`); returns its path."""
+    from dpsd.config import compose, resolve_paths
+    from dpsd.sweep.spec import load_spec
+
+    spec = load_spec(spec_path)
+    history, _ = study_history(overrides, archive)
+    path = storage_path(Path(resolve_paths(compose(list(overrides))).results_dir), spec, scale)
+    save_storage(spec, study_runs(history, spec.name, scale), path)
+    return path
+
+
 def render_study_page(specs: Sequence[Path], scale: str, overrides: Sequence[str], markdown: Path,
                       archive: Path | None = None, update_archive: bool = False, title: str | None = None,
                       links: dict[str, Path] | None = None) -> Path:
@@ -357,6 +424,8 @@ def render_study_page(specs: Sequence[Path], scale: str, overrides: Sequence[str
             _warn_unrun(spec, scale)
     if len(studies) == 1:
         spec, runs = studies[0]
+        if not runs.empty:
+            intro.append(storage_line(spec, runs, markdown.parent, scale))
         text = study_markdown(spec, runs, markdown.parent, scale, title or str(spec.feeds.get("title", spec.name)),
                               intro)
     else:
@@ -384,7 +453,8 @@ def render_study(spec_paths: list[str], overrides: list[str], out: str | Path, s
         if runs.empty:
             _warn_unrun(spec, scale)
         page = out / f"study_{spec.name}.md"
-        page.write_text(study_markdown(spec, runs, out, scale) + "\n")
+        intro = [storage_line(spec, runs, out, scale)] if not runs.empty else []
+        page.write_text(study_markdown(spec, runs, out, scale, intro=intro) + "\n")
         pages.append(page)
         studies.append((spec, runs))
     if len(studies) > 1:
