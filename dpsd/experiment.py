@@ -28,7 +28,7 @@ from dpsd.methods.base import Method, RunContext
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.boundary import Accesses, CountedTeacher, reconcile, watching, zero_epsilon_shortfall
 from dpsd.privacy_ops.calibrate import calibrate
-from dpsd.progress import ProgressLog, is_terminal, keep
+from dpsd.progress import ProgressLog, is_terminal
 from dpsd.teachers import evaluate_accuracy, load_or_train_teacher
 from dpsd.version import code_version, git_commit, method_code_version
 
@@ -126,28 +126,9 @@ def published_privacy(cfg: DictConfig, accesses: Accesses, ledger: Ledger, plan:
     return summary
 
 
-def _wall_seconds(train: float, process: float, method_metrics: dict[str, Any]) -> dict[str, float]:
-    """A run's ``time_train_s`` and ``time_total_s``, from this process's seconds of training and in all: a run resumed
-    from a checkpoint adds the training before it (``train_s_before_resume``) to both, and keeps this process's
-    total as ``time_since_resume_s`` (which tells its ``time_total_s`` from that of a run recorded before it counted
-    the time before a resume: :func:`dpsd.report.cells.wall_seconds`)."""
-    if "train_s_before_resume" not in method_metrics:
-        return {"time_train_s": train, "time_total_s": process}
-    before = float(method_metrics["train_s_before_resume"])
-    return {"time_train_s": train + before, "time_total_s": process + before, "time_since_resume_s": process}
-
-
 def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any]:
-    """Train, evaluate, account and record one run; returns its summary. With ``show_progress``, what follows the
-    training (evaluation, accounting, recording: minutes on a loaded machine) is said as it starts, a line each."""
-    run_start, started = time.perf_counter(), time.time()
-
-    def announce(what: str) -> None:
-        if show_progress:
-            line = f"{cfg.method.name}: {what}, {time.perf_counter() - run_start:.0f} s"
-            print(line, flush=True)
-            keep(line)
-
+    """Train, evaluate, account and record one run; returns its summary."""
+    run_start = time.perf_counter()
     cfg, setup = prepare(cfg)
     device = resolve_device(cfg.device)
     if cfg.tracking.enabled:
@@ -194,9 +175,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
             result = method_cls().fit(ctx)
         time_train = time.perf_counter() - train_start
     accesses.image_reads, accesses.label_reads, accesses.consumed = private.image_reads, private.label_reads, private.consumed
-    announce("training done; accounting its privacy")
     privacy = published_privacy(cfg, accesses, result.ledger, plan)
-    announce(f"evaluating the student on the {len(data.test)} test images")
     metrics = {
         "student_test_accuracy": evaluate_accuracy(result.student, data.test, device),
         "teacher_test_accuracy": teacher_record["test_accuracy"],
@@ -206,9 +185,10 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
         # a method's partial figure (e.g. DGD's eps_labels_only), under its own name
         **{key: value for key, value in privacy.items() if key.startswith("eps_") and key not in FIGURES},
         **{name: float(value) for name, value in result.metrics.items()},
-        # wall seconds: the method's fit, and the whole run (data, teacher, fit, evaluation) before recording; a
-        # resumed run's both count the fit before its checkpoint too, and it keeps this process's alone
-        **_wall_seconds(time_train, time.perf_counter() - run_start, result.metrics),
+        # wall seconds: the method's fit (a resumed run's before its checkpoint too), and the whole run (data,
+        # teacher, fit, evaluation) before recording
+        "time_train_s": time_train + result.metrics.get("train_s_before_resume", 0.0),
+        "time_total_s": time.perf_counter() - run_start,
     }
     summary = {"metrics": metrics, "privacy": privacy, "teacher": teacher_record, "run_id": None}
     if cfg.tracking.enabled:
@@ -222,8 +202,7 @@ def run_experiment(cfg: DictConfig, show_progress: bool = True) -> dict[str, Any
                 # tags keep what metrics cannot: an infinite epsilon, the ledger's words
                 **{key: str(privacy[key]) for key in ("eps_claimed", "eps_rigorous", "claimed_notion",
                                                        "claimed_source", "accountant", "neighbouring")}}
-        announce(f"recording the run in {tracking.tracking_uri(cfg)}")
-        recorded = tracking.record_run(cfg, metrics, privacy, models, result.samples, tags, started)
+        recorded = tracking.record_run(cfg, metrics, privacy, models, result.samples, tags)
         summary.update(run_id=recorded.run_id, tracking_uri=recorded.uri, tracking_fallback=recorded.fallback)
     if ctx.checkpoint is not None:  # the run is kept (recorded, or returned untracked): its checkpoint is not needed
         ctx.checkpoint.discard()

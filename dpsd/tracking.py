@@ -154,10 +154,8 @@ def record_run(
     models: dict[str, torch.nn.Module],
     samples: torch.Tensor | None,
     tags: dict[str, str] | None = None,
-    started: float | None = None,
 ) -> Recorded:
-    """Log one finished run, begun at ``started`` (seconds since the epoch; None: now), so that the MLflow run's
-    start and end span it, not only its recording.
+    """Log one finished run.
 
     ``models`` are the *releasable* models only (student, generator): the teacher and any private
     data stay in the teacher cache, outside the tracked artifacts. A tracking server that does not
@@ -169,22 +167,20 @@ def record_run(
     tags = {**(tags or {}), METHOD_CODE_VERSION: method_code_version(str(cfg.method.name))}
     uri = tracking_uri(cfg)
     try:
-        return Recorded(_record_with_retries(cfg, cfg, metrics, privacy, models, samples, tags, cfg.tracking.get("run_id"),
-                                             started), uri)
+        return Recorded(_record_with_retries(cfg, cfg, metrics, privacy, models, samples, tags, cfg.tracking.get("run_id")), uri)
     except Exception:
         problem = server_problem(uri, float(cfg.tracking.check_timeout)) if is_server(uri) else None
         if problem is None:
             raise
     store = fallback_config(cfg)
-    run_id = _record_with_retries(cfg, store, metrics, privacy, models, samples, {**tags, INTENDED_URI: uri}, None,
-                                  started)
+    run_id = _record_with_retries(cfg, store, metrics, privacy, models, samples, {**tags, INTENDED_URI: uri}, None)
     return Recorded(run_id, tracking_uri(store), f"tracking server {uri}: {problem}")
 
 
-def _record_with_retries(cfg, store, metrics, privacy, models, samples, tags, into, started) -> str:
+def _record_with_retries(cfg, store, metrics, privacy, models, samples, tags, into) -> str:
     for attempt in range(_RETRIES):
         try:
-            return _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into, started)
+            return _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into)
         except Exception as err:  # SQLite under concurrent trials: "database is locked"
             if attempt + 1 == _RETRIES or "locked" not in str(err).lower():
                 raise
@@ -195,9 +191,9 @@ def _record_with_retries(cfg, store, metrics, privacy, models, samples, tags, in
 _RETRIES = 6
 
 
-def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into, started) -> str:
+def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) -> str:
     """One attempt of :func:`record_run`: the run ``cfg`` describes, logged in the store ``store``
-    names, into the RUNNING run ``into`` (started when the cell was claimed) or a new one started at ``started``. ``tracking.tags`` are added to ``tags`` and
+    names, into the RUNNING run ``into`` or a new one. ``tracking.tags`` are added to ``tags`` and
     ``tracking.parent_run_id`` makes the run a child (``dpsd sweep`` sets both); the run is FINISHED
     only once everything is logged, so an interrupted one never counts as done."""
     from mlflow.entities import Metric, Param, RunTag
@@ -213,8 +209,7 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into, 
         run_id = into
         client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
     else:
-        run_id = client.create_run(experiment_id, tags=tags,
-                                   start_time=None if started is None else int(started * 1000)).info.run_id
+        run_id = client.create_run(experiment_id, tags=tags).info.run_id
     now = int(time.time() * 1000)
     params = [Param(k, str(v)) for k, v in flatten(OmegaConf.to_container(cfg, resolve=True))]
     values = [Metric(k, v, now, 0) for k, v in finite_metrics({**metrics, LOAD_METRIC: load_per_core()}).items()]

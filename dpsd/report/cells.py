@@ -64,13 +64,10 @@ def cell_frame(cells: Sequence[Any], configs: Sequence[DictConfig], runs: pd.Dat
 
 
 def wall_seconds(run: pd.Series) -> float:
-    """A run's wall seconds, the whole run, not its last segment: ``time_total_s``, which counts the training before a
-    resume in a run that says so (``time_since_resume_s``, :func:`dpsd.experiment._wall_seconds`); a resumed run
-    recorded before then (``train_s_before_resume`` without it) counted its last process alone, and has that training
-    added here."""
+    """A run's wall seconds: its last process's (``time_total_s``) plus the training before a resume, where it was
+    resumed from a checkpoint (``train_s_before_resume``): the whole run, not its last segment."""
     before = run.get("metrics.train_s_before_resume", math.nan)
-    counted = not pd.isna(run.get("metrics.time_since_resume_s", math.nan))
-    return float(run.get("metrics.time_total_s", math.nan)) + (0.0 if pd.isna(before) or counted else float(before))
+    return float(run.get("metrics.time_total_s", math.nan)) + (0.0 if pd.isna(before) else float(before))
 
 
 def _mean(values: pd.Series) -> float:
