@@ -113,14 +113,50 @@ def _parser(command: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_run(args: list[str]) -> None:
+def check_added_keys(overrides: list[str] | tuple[str, ...]) -> None:
+    """Every key ``overrides`` add with ``+``/``++`` outside ``method.`` (the method's own check) against the typed
+    schema, :class:`dpsd.config.RunConfig`: Hydra lets ``+`` add a key a dataclass does not declare, which nothing would read, so
+    ``+privacy.epsilonn=5`` is refused in one line naming the node's settings. Below a field that is not a dataclass
+    (``tracking.tags``, ``dataset.options``, ``model``: free-form) any key is accepted."""
+    import re
+    from dataclasses import is_dataclass
+    from typing import get_type_hints
+
+    from dpsd.config import RunConfig
+
+    for override in overrides:
+        match = re.match(r"\+\+?([\w.]+)=", override)
+        if not match or match.group(1).startswith("method."):
+            continue
+        node, path = RunConfig, []
+        for name in match.group(1).split("."):
+            types = get_type_hints(node)
+            if name not in types:
+                where = ".".join(path) or "the config"
+                raise ConfigError(f"{match.group(1)}: {where} has no such setting, so the override would be ignored; "
+                                  f"its settings: {', '.join(sorted(types))}")
+            if not is_dataclass(types[name]):
+                break
+            node, path = types[name], [*path, name]
+
+
+def compose_run(overrides: list[str]):
+    """The config of the one run ``overrides`` describe (``dpsd run``, ``privacy-report``, ``teacher``, ``audit``,
+    ``checkpoint peek``): every added key checked (:func:`check_added_keys`), and a method key one the chosen method
+    declares (``compose(strict=True)``)."""
     from dpsd.config import compose
+
+    check_added_keys(overrides)
+    return compose(overrides, strict=True)
+
+
+def cmd_run(args: list[str]) -> None:
     from dpsd.experiment import run_experiment
 
     parser = _parser("run", "train, evaluate, account and record one run")
     parser.add_argument("--json", metavar="PATH", help="also write the run summary (every metric, both ledgers) as JSON")
     parsed = parser.parse_intermixed_args(args)
-    cfg = compose(parsed.overrides, strict=True)
+    cfg = compose_run(parsed.overrides)
     log = run_log(cfg)
     print(f"progress log: {log}", flush=True)
     progress.log_to(log)
@@ -197,13 +233,13 @@ def write_json(path: str, payload: Any) -> None:
 
 
 def cmd_teacher(args: list[str]) -> None:
-    from dpsd.config import compose, resolve_device, resolve_paths
+    from dpsd.config import resolve_device, resolve_paths
     from dpsd.data import load_data
     from dpsd.experiment import resolve_run
     from dpsd.teachers import load_or_train_teacher
 
     overrides = _parser("teacher", "train (or find in the cache) the teacher a run would use").parse_args(args).overrides
-    cfg = compose(overrides, strict=True)
+    cfg = compose_run(overrides)
     setup = resolve_run(cfg)
     cfg = resolve_paths(cfg)
     _, record = load_or_train_teacher(cfg, load_data(cfg, setup.convention), resolve_device(cfg.device))
@@ -233,14 +269,13 @@ def _cell(value: Any) -> str:
 def vary_table(overrides: list[str], vary: list[str]) -> str:
     """The privacy report for every combination of the ``--vary`` values, as an aligned table
     (the calibrated parameter gets a column when ``privacy.calibrate`` is on)."""
-    from dpsd.config import compose
     from dpsd.experiment import privacy_report
 
     axes = [_parse_vary(spec) for spec in vary]
     keys = [key for key, _ in axes]
     rows = []
     for combination in itertools.product(*(values for _, values in axes)):
-        report = privacy_report(compose([*overrides, *(f"{k}={v}" for k, v in zip(keys, combination))], strict=True))
+        report = privacy_report(compose_run([*overrides, *(f"{k}={v}" for k, v in zip(keys, combination))]))
         solved = report.get("calibration")
         extra = {solved["parameter"]: solved["value"]} if solved else {}
         rows.append({**dict(zip(keys, combination)), **extra, **{c: report[c] for c in VARY_COLUMNS}})
@@ -251,7 +286,6 @@ def vary_table(overrides: list[str], vary: list[str]) -> str:
 
 
 def cmd_privacy_report(args: list[str]) -> None:
-    from dpsd.config import compose
     from dpsd.experiment import privacy_report
 
     parser = _parser("privacy-report", "both epsilon ledgers for a run, without training")
@@ -261,7 +295,7 @@ def cmd_privacy_report(args: list[str]) -> None:
     if parsed.vary:
         print(vary_table(parsed.overrides, parsed.vary))
     else:
-        print(_dumps(privacy_report(compose(parsed.overrides, strict=True))))
+        print(_dumps(privacy_report(compose_run(parsed.overrides))))
 
 
 def cmd_audit_model(args: list[str]) -> None:
@@ -292,7 +326,7 @@ def cmd_audit_run(args: list[str]) -> None:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--synthetic", type=int, default=2000, help="generated samples for the generator's distance score")
     parsed = parser.parse_intermixed_args(args)
-    cfg, _ = prepare(compose(parsed.overrides, strict=True))
+    cfg, _ = prepare(compose_run(parsed.overrides))
     result = audit_one_run(cfg, parsed.canaries, parsed.confidence, parsed.synthetic)
     if cfg.tracking.enabled:
         from dpsd import tracking
@@ -322,7 +356,7 @@ def cmd_audit(args: list[str]) -> None:
                         help="code: drive the method's own annotator (default); event: sample the planned ledger event")
     parser.add_argument("--releases", type=int, default=1, help="--source code: teacher queries per trial")
     parsed = parser.parse_intermixed_args(args)
-    cfg, _ = prepare(compose(parsed.overrides, strict=True))
+    cfg, _ = prepare(compose_run(parsed.overrides))
     if parsed.source == "code":
         result = audit_code_path(cfg, parsed.trials, parsed.confidence, parsed.releases)
     else:
@@ -682,13 +716,12 @@ def checkpoint_peek(path: Path, overrides: list[str]) -> str:
     recipe freezes), as one line: a look at a run in progress, not a result."""
     import torch
 
-    from dpsd.config import compose
     from dpsd.data import data_info, load_data
     from dpsd.models import build_classifier, generator_from_config
     from dpsd.teachers import evaluate_accuracy
 
     state = _checkpoint_state(path)
-    cfg = compose(overrides, strict=True)
+    cfg = compose_run(overrides)
     info = data_info(cfg)
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
     networks = [("student", student, "model.student")]

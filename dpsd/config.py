@@ -116,10 +116,9 @@ def _group_options(group: str) -> list[str]:
 
 
 def compose(overrides: list[str] | tuple[str, ...] = (), strict: bool = False) -> DictConfig:
-    """Compose the config tree with command-line style overrides; errors become one line. A key added with
-    ``+``/``++`` under a typed node must be one its schema declares (:func:`check_added_keys`); ``strict`` (a command
-    of one run: ``dpsd run``, ``privacy-report``, ``teacher``, ``audit``): a method key added with ``+``/``++`` must be
-    one the chosen method declares (:func:`check_method_overrides`)."""
+    """Compose the config tree with command-line style overrides; errors become one line. ``strict`` (one run,
+    ``dpsd run``): a method key added with ``+``/``++`` must be one the chosen method declares
+    (:func:`check_method_overrides`)."""
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
@@ -135,30 +134,8 @@ def compose(overrides: list[str] | tuple[str, ...] = (), strict: bool = False) -
         raise ConfigError(str(err).splitlines()[0]) from None
     except (ConfigCompositionException, OmegaConfBaseException) as err:
         raise ConfigError(" ".join(str(err).split())) from None
-    check_added_keys(overrides)
     check_method_overrides(cfg, overrides, strict)
     return cfg
-
-
-def check_added_keys(overrides: list[str] | tuple[str, ...]) -> None:
-    """Every key ``overrides`` add with ``+``/``++`` outside ``method.`` (the method's own check) against the typed
-    schema, :class:`RunConfig`: Hydra lets ``+`` add a key a dataclass does not declare, which nothing would read, so
-    ``+privacy.epsilonn=5`` is refused in one line naming the node's settings. Below a field that is not a dataclass
-    (``tracking.tags``, ``dataset.options``, ``model``: free-form) any key is accepted."""
-    for override in overrides:
-        match = re.match(r"\+\+?([\w.]+)=", override)
-        if not match or match.group(1).startswith("method."):
-            continue
-        node, path = RunConfig, []
-        for name in match.group(1).split("."):
-            types = get_type_hints(node)
-            if name not in types:
-                where = ".".join(path) or "the config"
-                raise ConfigError(f"{match.group(1)}: {where} has no such setting, so the override would be ignored; "
-                                  f"its settings: {', '.join(sorted(types))}")
-            if not is_dataclass(types[name]):
-                break
-            node, path = types[name], [*path, name]
 
 
 def check_method_overrides(cfg: DictConfig, overrides: list[str] | tuple[str, ...], strict: bool = False) -> None:
