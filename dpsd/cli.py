@@ -113,14 +113,50 @@ def _parser(command: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def cmd_run(args: list[str]) -> None:
+def check_added_keys(overrides: list[str] | tuple[str, ...]) -> None:
+    """Every key ``overrides`` add with ``+``/``++`` outside ``method.`` (the method's own check) against the typed
+    schema, :class:`dpsd.config.RunConfig`: Hydra lets ``+`` add a key a dataclass does not declare, which nothing would read, so
+    ``+privacy.epsilonn=5`` is refused in one line naming the node's settings. Below a field that is not a dataclass
+    (``tracking.tags``, ``dataset.options``, ``model``: free-form) any key is accepted."""
+    import re
+    from dataclasses import is_dataclass
+    from typing import get_type_hints
+
+    from dpsd.config import RunConfig
+
+    for override in overrides:
+        match = re.match(r"\+\+?([\w.]+)=", override)
+        if not match or match.group(1).startswith("method."):
+            continue
+        node, path = RunConfig, []
+        for name in match.group(1).split("."):
+            types = get_type_hints(node)
+            if name not in types:
+                where = ".".join(path) or "the config"
+                raise ConfigError(f"{match.group(1)}: {where} has no such setting, so the override would be ignored; "
+                                  f"its settings: {', '.join(sorted(types))}")
+            if not is_dataclass(types[name]):
+                break
+            node, path = types[name], [*path, name]
+
+
+def compose_run(overrides: list[str]):
+    """The config of the one run ``overrides`` describe (``dpsd run``, ``privacy-report``, ``teacher``, ``audit``,
+    ``checkpoint peek``): every added key checked (:func:`check_added_keys`), and a method key one the chosen method
+    declares (``compose(strict=True)``)."""
     from dpsd.config import compose
+
+    check_added_keys(overrides)
+    return compose(overrides, strict=True)
+
+
+def cmd_run(args: list[str]) -> None:
     from dpsd.experiment import run_experiment
 
     parser = _parser("run", "train, evaluate, account and record one run")
     parser.add_argument("--json", metavar="PATH", help="also write the run summary (every metric, both ledgers) as JSON")
     parsed = parser.parse_intermixed_args(args)
-    cfg = compose(parsed.overrides, strict=True)
+    cfg = compose_run(parsed.overrides)
     log = run_log(cfg)
     print(f"progress log: {log}", flush=True)
     progress.log_to(log)
@@ -197,13 +233,13 @@ def write_json(path: str, payload: Any) -> None:
 
 
 def cmd_teacher(args: list[str]) -> None:
-    from dpsd.config import compose, resolve_device, resolve_paths
+    from dpsd.config import resolve_device, resolve_paths
     from dpsd.data import load_data
     from dpsd.experiment import resolve_run
     from dpsd.teachers import load_or_train_teacher
 
     overrides = _parser("teacher", "train (or find in the cache) the teacher a run would use").parse_args(args).overrides
-    cfg = compose(overrides)
+    cfg = compose_run(overrides)
     setup = resolve_run(cfg)
     cfg = resolve_paths(cfg)
     _, record = load_or_train_teacher(cfg, load_data(cfg, setup.convention), resolve_device(cfg.device))
@@ -233,14 +269,13 @@ def _cell(value: Any) -> str:
 def vary_table(overrides: list[str], vary: list[str]) -> str:
     """The privacy report for every combination of the ``--vary`` values, as an aligned table
     (the calibrated parameter gets a column when ``privacy.calibrate`` is on)."""
-    from dpsd.config import compose
     from dpsd.experiment import privacy_report
 
     axes = [_parse_vary(spec) for spec in vary]
     keys = [key for key, _ in axes]
     rows = []
     for combination in itertools.product(*(values for _, values in axes)):
-        report = privacy_report(compose([*overrides, *(f"{k}={v}" for k, v in zip(keys, combination))]))
+        report = privacy_report(compose_run([*overrides, *(f"{k}={v}" for k, v in zip(keys, combination))]))
         solved = report.get("calibration")
         extra = {solved["parameter"]: solved["value"]} if solved else {}
         rows.append({**dict(zip(keys, combination)), **extra, **{c: report[c] for c in VARY_COLUMNS}})
@@ -251,7 +286,6 @@ def vary_table(overrides: list[str], vary: list[str]) -> str:
 
 
 def cmd_privacy_report(args: list[str]) -> None:
-    from dpsd.config import compose
     from dpsd.experiment import privacy_report
 
     parser = _parser("privacy-report", "both epsilon ledgers for a run, without training")
@@ -261,7 +295,7 @@ def cmd_privacy_report(args: list[str]) -> None:
     if parsed.vary:
         print(vary_table(parsed.overrides, parsed.vary))
     else:
-        print(_dumps(privacy_report(compose(parsed.overrides))))
+        print(_dumps(privacy_report(compose_run(parsed.overrides))))
 
 
 def cmd_audit_model(args: list[str]) -> None:
@@ -292,7 +326,7 @@ def cmd_audit_run(args: list[str]) -> None:
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--synthetic", type=int, default=2000, help="generated samples for the generator's distance score")
     parsed = parser.parse_intermixed_args(args)
-    cfg, _ = prepare(compose(parsed.overrides))
+    cfg, _ = prepare(compose_run(parsed.overrides))
     result = audit_one_run(cfg, parsed.canaries, parsed.confidence, parsed.synthetic)
     if cfg.tracking.enabled:
         from dpsd import tracking
@@ -322,7 +356,7 @@ def cmd_audit(args: list[str]) -> None:
                         help="code: drive the method's own annotator (default); event: sample the planned ledger event")
     parser.add_argument("--releases", type=int, default=1, help="--source code: teacher queries per trial")
     parsed = parser.parse_intermixed_args(args)
-    cfg, _ = prepare(compose(parsed.overrides))
+    cfg, _ = prepare(compose_run(parsed.overrides))
     if parsed.source == "code":
         result = audit_code_path(cfg, parsed.trials, parsed.confidence, parsed.releases)
     else:
@@ -346,13 +380,15 @@ def cmd_sweep(args: list[str]) -> int:
     parser.add_argument("spec", help="a spec file, or the name of one in sweeps/")
     parser.add_argument("overrides", nargs="*", help="scale=check|smoke|laptop|paper (default smoke) and Hydra overrides for every cell")
     parser.add_argument("--address", help="an existing Ray cluster (default: a local one)")
-    parser.add_argument("--dry-run", action="store_true", help="list the cells to run, stale and done; run nothing")
+    parser.add_argument("--dry-run", action="store_true", help="list the cells to run, stale and done (with --search: "
+                        "the trials and repeats); run nothing")
     parser.add_argument("--rerun-stale", action="store_true", help="also re-run cells recorded by other code versions")
     parser.add_argument("--match", metavar="REGEX",
                         help="run only the cells whose label matches (e.g. 'steps_per_iteration=(1|10) '); "
                              "--dry-run lists the labels")
     parser.add_argument("--seeds", type=int, metavar="N",
-                        help="run every cell at seeds 0..N-1 (default: the spec's seeds: list, else seed 0)")
+                        help="run every cell at seeds 0..N-1 (default: the spec's seeds: list, else seed 0); with "
+                             "--search: the search at seed 0, its best configurations again at seeds 1..N-1")
     _add_trial_resources(parser)
     _add_archive_choice(parser)
     parser.add_argument("--search", choices=["optuna"],
@@ -370,16 +406,23 @@ def cmd_sweep(args: list[str]) -> int:
     scale, overrides = split_scale(parsed.overrides)
     if parsed.search:
         from dpsd.sweep.spec import load_spec
-        from dpsd.sweep.study import run_study, study_budget
+        from dpsd.sweep.study import format_plan, plan_study, run_study, study_budget
 
         trials, best = study_budget(load_spec(parsed.spec))
-        found = run_study(parsed.spec, parsed.trials or trials, scale, overrides,
-                          best=best if parsed.best is None else parsed.best,
-                          repeat_seeds=parsed.seeds or 3, scheduler=parsed.scheduler, address=parsed.address,
-                          cpus_per_trial=parsed.cpus_per_trial, gpus_per_trial=parsed.gpus_per_trial)
+        budget = {"trials": parsed.trials or trials, "best": best if parsed.best is None else parsed.best,
+                  "seeds": parsed.seeds}
+        if parsed.dry_run:
+            print(format_plan(plan_study(parsed.spec, scale=scale, overrides=overrides, **budget)))
+            return 0
+        found = run_study(parsed.spec, scale=scale, overrides=overrides, **budget, scheduler=parsed.scheduler,
+                          address=parsed.address, cpus_per_trial=parsed.cpus_per_trial,
+                          gpus_per_trial=parsed.gpus_per_trial)
+        from dpsd.report.study import keep_study
+
+        storage = keep_study(parsed.spec, scale, overrides, _archive(parsed))
         print(f"study {found['study']}: {found['trials']} trials finished, {len(found['best'])} best configurations "
               f"run again ({found['repeats']} runs); its page: dpsd pages (where results/pages.yaml lists it), or "
-              f"dpsd report --study {parsed.spec}")
+              f"dpsd report --study {parsed.spec}; its Optuna storage: optuna-dashboard {storage}")
         return 0
     summary = run_sweep(parsed.spec, scale, overrides, parsed.address, parsed.dry_run,
                         parsed.cpus_per_trial, parsed.gpus_per_trial, parsed.claim_timeout,
@@ -673,13 +716,12 @@ def checkpoint_peek(path: Path, overrides: list[str]) -> str:
     recipe freezes), as one line: a look at a run in progress, not a result."""
     import torch
 
-    from dpsd.config import compose
     from dpsd.data import data_info, load_data
     from dpsd.models import build_classifier, generator_from_config
     from dpsd.teachers import evaluate_accuracy
 
     state = _checkpoint_state(path)
-    cfg = compose(overrides)
+    cfg = compose_run(overrides)
     info = data_info(cfg)
     student = build_classifier(cfg.model.student.arch, info.channels, info.image_size, info.num_classes)
     networks = [("student", student, "model.student")]

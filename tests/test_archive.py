@@ -37,6 +37,22 @@ def test_the_archive_keeps_older_runs_flagged_superseded_and_the_cells_overrides
     assert pd.read_csv(path, keep_default_na=False)["overrides"].tolist().count("dataset=mnist method=dpsd seed=0") == 2
 
 
+def test_the_archive_names_no_machines_paths_so_a_clone_rendering_with_its_own_rewrites_nothing(tmp_path):
+    """The cells' overrides are archived without where a machine keeps its data and store (data.root, results_dir):
+    a clone whose pages are rendered with its own data path writes the archive it cloned, byte for byte."""
+    runs = pd.DataFrame([_run("a", "h1", "2026-01-01", 91.0), _run("b", "h2", "2026-01-02", 50.0)])
+    path = write_archive(runs, tmp_path / "runs.csv", {
+        "h1": "dataset=mnist method=dpsd seed=0 data.root=../shared/data results_dir=results",
+        "h2": "dataset=mnist method=dafl seed=0 ++data.root=/home/me/mnist"})
+    written = path.read_bytes()
+    raw = pd.read_csv(path, keep_default_na=False)
+    assert dict(zip(raw["run_id"], raw["overrides"])) == {
+        "a": "dataset=mnist method=dpsd seed=0", "b": "dataset=mnist method=dafl seed=0"}
+    write_archive(read_archive(path), path, {"h1": "dataset=mnist method=dpsd seed=0 data.root=/elsewhere/data",
+                                             "h2": "dataset=mnist method=dafl seed=0 data.root=/elsewhere/data"})
+    assert path.read_bytes() == written
+
+
 def test_a_fresh_checkouts_sweep_counts_archived_cells_as_done_or_stale(tmp_path):
     path = write_archive(pd.DataFrame([_run("a", "h1", "2026-01-01", 90.0, "v1"), _run("b", "h2", "2026-01-01", 9.0, "v0")]),
                          tmp_path / "runs.csv")

@@ -126,6 +126,28 @@ def test_a_method_key_the_method_does_not_have_is_refused_with_or_without_plus(o
     assert len(err.splitlines()) == 1 and "method 'dpsd' has no such setting" in err
 
 
+@pytest.mark.parametrize("command", [["privacy-report"], ["privacy-report", "--vary", "privacy.epsilon=1,2"],
+                                     ["teacher"], ["audit", "mechanism"], ["run"]])
+@pytest.mark.parametrize("override, words", [
+    ("+privacy.epsilonn=5", "privacy.epsilonn: privacy has no such setting, so the override would be ignored; its "
+                            "settings: beta, bound,"),
+    ("++tracking.experimentt=x", "tracking.experimentt: tracking has no such setting"),
+    ("+epsilon=1", "epsilon: the config has no such setting"),
+    ("++method.stages=3", "method.stages: method 'dpsd' has no such setting"),  # another method's key: one run's too
+])
+def test_every_command_of_one_run_refuses_a_key_the_config_does_not_define(command, override, words, capsys):
+    """A key added with + or ++ that nothing reads is refused in one line, by every command that composes one run,
+    before anything trains or is reported."""
+    assert main([*command, "method=dpsd", override, "tracking=none"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and words in err, err
+
+
+def test_a_key_added_under_a_free_form_node_is_accepted():
+    cfg = compose(["+tracking.tags.team=a", "+dataset.options.extra=1"])
+    assert cfg.tracking.tags.team == "a" and cfg.dataset.options.extra == 1
+
+
 def test_ctrl_c_is_one_line_and_exit_130(monkeypatch, capsys):
     import dpsd.cli as cli
 

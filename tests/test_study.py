@@ -17,7 +17,8 @@ from dpsd.report.runs import load_history, read_archive
 from dpsd.report.study import (agreement_sentence, best_configuration, first_by_each, importance_table, optuna_study,
                                sensitivity_markdown, study_markdown, study_runs)
 from dpsd.sweep.spec import load_spec
-from dpsd.sweep.study import HELD_OUT, SELECTION, run_study, search_block, split_halves, study_overrides
+from dpsd.sweep.study import (HELD_OUT, SELECTION, run_study, search_block, split_halves, study_overrides,
+                              study_seeds)
 
 TINY = ["device=cpu", "model.teacher.recipe.steps=30", "++method.iterations=2", "++method.batch_size=16"]
 
@@ -72,10 +73,11 @@ def made_up_runs() -> pd.DataFrame:
                                     (3e-3, 0.6), (5e-2, 0.8)]):
         accuracy = 90 - 20 * abs(__import__("math").log10(lr) + 3)
         rows.append({"run_id": f"r{i}", "phase": "search", "params": json.dumps({"method.output_step": step,
-                     "method.student_lr": lr}, sort_keys=True), "seed": 0, SELECTION: accuracy, HELD_OUT: accuracy - 1})
+                     "method.student_lr": lr}, sort_keys=True), "seed": 0, SELECTION: accuracy, HELD_OUT: accuracy - 1,
+                     "eps_rigorous": 12.5, "source": "archive"})
     best = json.dumps({"method.output_step": 0.9, "method.student_lr": 1e-3}, sort_keys=True)
-    rows += [{"run_id": f"x{s}", "phase": "repeat", "params": best, "seed": s, SELECTION: 88.0 + s, HELD_OUT: 86.0 + s}
-             for s in (1, 2)]
+    rows += [{"run_id": f"x{s}", "phase": "repeat", "params": best, "seed": s, SELECTION: 88.0 + s, HELD_OUT: 86.0 + s,
+              "eps_rigorous": 12.5, "source": "store"} for s in (1, 2)]
     return pd.DataFrame(rows)
 
 
@@ -91,8 +93,25 @@ def test_importance_names_the_hyper_parameter_that_decides_and_the_best_configur
     page = study_markdown(spec, runs, tmp_path)
     assert "## Which hyper-parameters matter" in page and "held-out accuracy 88.00 ± 1.00% (n = 3" in page
     assert "`method.student_lr` first" in page  # the evaluators' agreement said beside the table
+    # every trial in a table, and whose it is: the archive's, or this store's alone (the user's own runs)
+    assert "2 trials are this store's alone (runs not in the runs archive: yours) and 8 the archive's" in page
+    assert "| 9 | repeat | 1 | 0.9 | 0.001 | 89.00 | 87.00 | 12.5 | x1 | store |" in page
     assert (tmp_path / "figures" / "study_smoke_parallel.png").stat().st_size > 0  # named for the spec and the scale
     assert (tmp_path / "figures" / "study_smoke_pair.png").stat().st_size > 0
+
+
+def test_a_study_too_flat_to_rank_says_so_in_one_line_and_counts_its_trials_at_chance(tmp_path):
+    """Every trial at chance (10% on digits): fANOVA finds zero total variance; the page and the sensitivity page say
+    the study is too flat to rank instead of stopping in a traceback, and the share at chance is said plainly."""
+    spec = load_spec(write(tmp_path, search={"method.student_lr": {"loguniform": [1e-4, 0.1]},
+                                             "method.output_step": {"uniform": [0.05, 1.0]}}))
+    flat = made_up_runs().assign(**{SELECTION: 10.0, HELD_OUT: 10.0})
+    page = study_markdown(spec, flat, tmp_path)
+    assert "The study is too flat to rank: its 8 search trials' selection accuracies leave fANOVA no variance" in page
+    assert "10 of the 10 trials (100%) score within 1 point of chance (10.00%, 10 classes)" in page
+    assert "## Every trial" in page and not (tmp_path / "figures").exists()
+    assert "| too flat to rank | — |" in sensitivity_markdown([(spec, flat)])
+    assert "No trial scores within 1 point of chance" in study_markdown(spec, made_up_runs(), tmp_path)
 
 
 def test_the_sensitivity_page_ranks_each_studys_hyper_parameters(tmp_path):
@@ -219,9 +238,22 @@ def test_a_studys_trials_land_in_the_archive_and_its_page_renders_from_the_archi
     assert "| other_study | dpsd | 0 | not run yet: `dpsd sweep other_study --search optuna --trials 5 --best 1` |" \
         in sensitivity  # no page of its own in the manifest: named, not linked
 
+    # the trials kept where Optuna's own tools open them, and left alone when the same runs are rendered again
+    import optuna
+
+    from dpsd.report.study import journal
+
+    kept = tmp_path / "pages" / "optuna" / "tiny_study_smoke.log"
+    assert "Optuna storage: `" in page and "optuna-dashboard " in page
+    search = optuna.load_study(study_name="tiny_study", storage=journal(kept))
+    assert len(search.trials) == 3 and {t.user_attrs["run_id"] for t in search.trials} == set(
+        rows[rows["study_phase"] == "search"]["run_id"])
+    assert len(optuna.load_study(study_name="tiny_study:repeats", storage=journal(kept)).trials) == 1
+    journal_text = kept.read_bytes()
     (results / "mlflow.db").unlink()  # a fresh clone: no store, the archive alone
     shutil.rmtree(results / "mlartifacts")
     assert render() == from_store
+    assert kept.read_bytes() == journal_text
 
 
 def test_a_study_page_with_no_runs_says_how_to_run_it(tmp_path, capsys):
@@ -254,6 +286,34 @@ def test_dpsd_sweep_searches_at_the_specs_own_budget_unless_told(tmp_path, monke
     assert "its page: dpsd pages" in capsys.readouterr().out
 
 
+def test_a_dry_run_of_a_search_lists_its_trials_and_repeats_and_runs_nothing(tmp_path, monkeypatch, capsys):
+    """`dpsd sweep SPEC --search optuna --dry-run` prints the study's plan (each trial's cell and the ranges its
+    values are drawn from, the repeats at --seeds N's seeds 1..N-1) and never reaches the search."""
+    from dpsd import cli
+    from dpsd.sweep import study as sweep_study
+
+    def never(*_, **__):
+        raise AssertionError("a dry run ran the study")
+
+    monkeypatch.setattr(sweep_study, "run_study", never)
+    spec = str(study_specs(tmp_path) / "tiny_study.yaml")
+    assert cli.main(["sweep", spec, "--search", "optuna", "--trials", "4", "--best", "1", "--seeds", "3",
+                     "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("study tiny_study at scale smoke (dry run: nothing run)\n")
+    assert "  4 search trials, each one run of: method=dpsd privacy=label " in out and " seed=0\n" in out
+    assert "    method.student_lr  loguniform [0.0001, 0.1]\n" in out
+    assert "  then the best 1 configurations again at seeds [1, 2]: 2 runs\n  6 runs in all" in out
+
+
+@pytest.mark.parametrize("seeds, expected", [(None, (0, [1])), (3, (0, [1, 2])), (1, (0, []))])
+def test_seeds_n_runs_a_studys_best_configurations_at_seeds_1_to_n_minus_1(tmp_path, seeds, expected):
+    """--seeds N means for a study what it means for a sweep, seeds 0..N-1 in all (the search at 0), in place of the
+    spec's seeds: list (the tiny study's: [0, 1])."""
+    spec = load_spec(study_specs(tmp_path) / "tiny_study.yaml")
+    assert study_seeds(spec, seeds) == expected
+
+
 @pytest.mark.slow  # Ray's start and a fresh worker's imports for each trial: minutes on 2 busy cores
 def test_an_optuna_study_on_digits_records_every_trial_and_repeats_the_best(tmp_path):
     from mlflow.tracking import MlflowClient
@@ -261,7 +321,7 @@ def test_an_optuna_study_on_digits_records_every_trial_and_repeats_the_best(tmp_
     path = write(tmp_path, search={"method.student_lr": {"loguniform": [1e-4, 0.1]},
                                    "method.latents": {"choice": ["trainable", "resample"]}})
     overrides = [f"results_dir={tmp_path / 'results'}"]
-    found = run_study(str(path), trials=3, overrides=overrides, best=1, repeat_seeds=2, cpus_per_trial=1)
+    found = run_study(str(path), trials=3, overrides=overrides, best=1, seeds=2, cpus_per_trial=1)
     assert found["trials"] == 3 and found["repeats"] == 1 and set(found["best"][0]) == {"method.student_lr",
                                                                                        "method.latents"}
     runs = study_runs(load_history(f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}", "dpsd"), "study")

@@ -11,7 +11,8 @@ tracked in git, ``results/runs.csv``, read by default when it exists) keeps ever
 read, current or not: :func:`load_history` merges it with the store, :func:`load_runs` keeps one current
 run per cell under the rule above, and :func:`write_archive` writes the history back with a
 ``superseded`` flag on every run that is not its cell's current one (never silently mixed: a table reads
-only current rows) and the cell's full ``overrides`` where a rendered spec names the cell.
+only current rows) and the cell's ``overrides`` (less where this machine keeps its data and store) where a
+rendered spec names the cell.
 
 One current run per cell *as a reader names it*, too: two config hashes can share a cell's overrides and code
 version when something outside both (a method's YAML defaults) changed between their runs, and the archive then held
@@ -243,14 +244,16 @@ def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | No
     """Write runs (:func:`load_history`'s, or one per cell) to ``path`` as CSV in hash then time order
     (stable diffs): every run once, ``superseded`` true on each that is not its cell's current run
     (:func:`latest_per_cell`) or that a later run of the same cell supersedes (:func:`superseded_by_later`),
-    ``overrides``, the cell's full overrides by config hash, where given (else what the archive held), and each
-    ``artifact_uri`` relative to ``results_dir`` (default: the archive's folder; :func:`relative_artifact_uri`)."""
+    ``overrides``, the cell's overrides by config hash, where given (else what the archive held), less the places
+    (:data:`PLACE_KEYS`: where this machine keeps its data and store, which no cell's identity holds, so a clone
+    rendering with its own ``data.root`` rewrites nothing), and each ``artifact_uri`` relative to ``results_dir``
+    (default: the archive's folder; :func:`relative_artifact_uri`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = runs.reset_index() if "config_hash" not in runs.columns else runs.copy()
     frame = frame.drop_duplicates("run_id", keep="last")
     previous = _previous_overrides(path)
     known = {**previous, **(overrides or {})}
-    frame = frame.assign(overrides=frame["config_hash"].map(lambda h: known.get(h, "")),
+    frame = frame.assign(overrides=frame["config_hash"].map(lambda h: cell_identity(known.get(h, ""))),
                          artifact_uri=frame["artifact_uri"].map(
                              lambda u: relative_artifact_uri(u, results_dir if results_dir is not None else path.parent)))
     current = set(latest_per_cell(frame)["run_id"]) - superseded_by_later(frame) if len(frame) else set()

@@ -28,21 +28,23 @@ from typing import Sequence
 import pandas as pd
 
 from dpsd.report.figures import PNG_METADATA
-from dpsd.report.runs import latest_per_cell, load_history, store_words, write_archive
-from dpsd.report.tables import DASH, fmt_mean_std, markdown_table, page_scale_line
+from dpsd.report.runs import latest_per_cell, load_history, read_archive, store_words, write_archive
+from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, markdown_table, page_scale_line
 from dpsd.sweep.study import HELD_OUT, SELECTION, search_block, study_budget
 from dpsd.sweep.spec import Spec
 
 IMPORTANCE_SEEDS = (0, 1, 2)  # fANOVA fits a random forest: its importances are reported over these seeds
 
 
-RUN_FIELDS = ["run_id", "phase", "params", "seed", SELECTION, HELD_OUT]
+RUN_FIELDS = ["run_id", "phase", "params", "seed", SELECTION, HELD_OUT, "eps_rigorous", "source"]
+STORE, ARCHIVE = "store", "archive"  # where a trial was read: this MLflow store alone (the user's), or the runs archive
 
 
 def study_runs(history: pd.DataFrame, name: str, scale: str | None = None) -> pd.DataFrame:
     """One row per finished trial of study ``name`` (at ``scale``, if given) among ``history``'s runs
     (:func:`dpsd.report.runs.load_history`: the store's and the archive's), oldest first: run id, phase, sampled values
-    (JSON), seed, both halves' accuracy (percent). A configuration run twice counts once: its latest run."""
+    (JSON), seed, both halves' accuracy (percent), eps rigorous, where it was read (``source``, :func:`study_history`; a history
+    without it: :data:`STORE`). A configuration run twice counts once: its latest run."""
     if history.empty or "study" not in history.columns:
         return pd.DataFrame(columns=RUN_FIELDS)
     rows = history[(history["study"] == name) & (history["status"] == "FINISHED") & (history["cell_status"] == "done")]
@@ -55,12 +57,16 @@ def study_runs(history: pd.DataFrame, name: str, scale: str | None = None) -> pd
     rows = rows[rows[halves].notna().all(axis=1)].sort_values(["start_time", "run_id"])
     return pd.DataFrame({"run_id": rows["run_id"], "phase": rows["study_phase"], "params": rows["study_params"],
                          "seed": rows["study_seed"].astype(float).astype(int),
-                         SELECTION: 100 * rows[halves[0]].astype(float), HELD_OUT: 100 * rows[halves[1]].astype(float)},
+                         SELECTION: 100 * rows[halves[0]].astype(float), HELD_OUT: 100 * rows[halves[1]].astype(float),
+                         "eps_rigorous": rows["eps_rigorous"].astype(float),
+                         "source": rows["source"] if "source" in rows.columns else STORE},
                         columns=RUN_FIELDS).reset_index(drop=True)
 
 
-def optuna_study(spec: Spec, runs: pd.DataFrame):
-    """The search trials as an in-memory Optuna study (maximising selection accuracy) over the spec's ranges."""
+def optuna_study(spec: Spec, runs: pd.DataFrame, phase: str = "search", storage=None, name: str | None = None):
+    """The trials of ``phase`` as an Optuna study (maximising selection accuracy) over the spec's ranges, in memory or
+    in ``storage`` as study ``name``; each trial keeps its run id, seed, held-out accuracy and eps rigorous as user
+    attributes."""
     import optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -72,19 +78,63 @@ def optuna_study(spec: Spec, runs: pd.DataFrame):
 
     space = {key: distribution(kind, args) for key, (kind, args) in search_block(spec).items()}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize")
-    for _, row in runs[runs["phase"] == "search"].iterrows():
-        study.add_trial(optuna.trial.create_trial(params=json.loads(row["params"]), distributions=space,
-                                                  value=row[SELECTION]))
+    study = optuna.create_study(direction="maximize", storage=storage, study_name=name)
+    for _, row in runs[runs["phase"] == phase].iterrows():
+        study.add_trial(optuna.trial.create_trial(
+            params=json.loads(row["params"]), distributions=space, value=row[SELECTION],
+            user_attrs={"run_id": row["run_id"], "seed": int(row["seed"]), HELD_OUT: float(row[HELD_OUT]),
+                        "eps_rigorous": float(row["eps_rigorous"])}))
     return study
 
 
-def importance_table(study) -> pd.DataFrame:
+def journal(path: Path):
+    """Optuna's JournalStorage in the file ``path`` (JSON lines: text, kept in git; ``optuna-dashboard PATH`` and
+    ``optuna.load_study(study_name=..., storage=journal(path))`` open it)."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
+def save_storage(spec: Spec, runs: pd.DataFrame, path: Path) -> bool:
+    """Keep the study's trials (:func:`study_runs`) where Optuna's own tools open them: the journal at ``path`` holds
+    the search as study ``<spec name>`` and the repeats as ``<spec name>:repeats`` (:func:`optuna_study`). Its lines
+    carry a random worker id, so it is written afresh only when the runs it holds differ from ``runs``: rendering the
+    same runs again leaves the file, and git, untouched. Returns whether it was written."""
+    import optuna
+
+    names = {"search": spec.name, "repeat": f"{spec.name}:repeats"}
+    if path.exists():
+        storage = journal(path)
+        held = {trial.user_attrs.get("run_id") for summary in optuna.get_all_study_summaries(storage)
+                for trial in optuna.load_study(study_name=summary.study_name, storage=storage).trials}
+        if held == set(runs["run_id"]):
+            return False
+        path.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    storage = journal(path)
+    for phase, name in names.items():
+        if (runs["phase"] == phase).any():
+            optuna_study(spec, runs, phase, storage, name)
+    return True
+
+
+FLAT = "too flat to rank"
+"""What a page says of a study whose trials fANOVA cannot tell apart (every one at one accuracy: no variance to
+apportion)."""
+
+
+def importance_table(study) -> pd.DataFrame | None:
     """Per hyper-parameter: fANOVA importance mean ± sample std over :data:`IMPORTANCE_SEEDS`, and PED-ANOVA's;
-    most important first."""
+    most important first. None where the study is :data:`FLAT` (fANOVA finds zero total variance)."""
     from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator, get_param_importances
 
-    fanova = [get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=s)) for s in IMPORTANCE_SEEDS]
+    try:
+        fanova = [get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=s)) for s in IMPORTANCE_SEEDS]
+    except RuntimeError as err:
+        if "zero total variance" not in str(err):
+            raise
+        return None
     ped = get_param_importances(study, evaluator=PedAnovaImportanceEvaluator())
     rows = []
     for key in fanova[0]:
@@ -123,6 +173,58 @@ def best_configuration(runs: pd.DataFrame) -> dict | None:
     held_out = at[HELD_OUT]
     return {"params": json.loads(params), "held_out": fmt_mean_std(held_out.mean(), held_out.std(ddof=1)), "n": len(at),
             "seeds": list(at["seed"]), "runs": list(at["run_id"])}
+
+
+def format_value(value) -> str:
+    """A sampled value as a page shows it: a float to four significant digits, anything else as it is."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def trials_table(runs: pd.DataFrame) -> str:
+    """Every trial, oldest first: its phase and seed, its sampled values, both halves' accuracy, eps rigorous, its run
+    id and where it was read (:func:`sources_sentence`)."""
+    params = [json.loads(text) for text in runs["params"]]
+    keys = list(dict.fromkeys(key for values in params for key in values))
+    body = pd.DataFrame({"#": range(1, len(runs) + 1), "Phase": runs["phase"], "Seed": runs["seed"],
+                         **{f"`{key}`": [format_value(values.get(key, DASH)) for values in params] for key in keys},
+                         "Selection (%)": runs[SELECTION].map(fmt_number),
+                         "Held-out (%)": runs[HELD_OUT].map(fmt_number),
+                         "ε rigorous": runs["eps_rigorous"].map(fmt_eps), "Run": runs["run_id"],
+                         "Source": runs["source"]})
+    return markdown_table(body.astype(str))
+
+
+CHANCE_MARGIN = 1.0
+"""Percentage points from chance (100 / classes) within which a trial's selection accuracy counts as at chance."""
+
+
+def chance_sentence(spec: Spec, runs: pd.DataFrame) -> str:
+    """How many trials score at chance (:data:`CHANCE_MARGIN`) on the selection half, said plainly: a study most of
+    whose trials sit there ranks noise."""
+    from dpsd.config import compose
+    from dpsd.data import data_info
+
+    classes = data_info(compose(list(spec.base))).num_classes
+    chance = 100 / classes
+    at = int(((runs[SELECTION] - chance).abs() <= CHANCE_MARGIN).sum())
+    where = f"within {CHANCE_MARGIN:g} point of chance ({chance:.2f}%, {classes} classes) on the selection half"
+    if not at:
+        return f"No trial scores {where}."
+    return (f"{at} of the {len(runs)} trials ({100 * at / len(runs):.0f}%) score {where}: their students do no "
+            "better than a guess.")
+
+
+def sources_sentence(runs: pd.DataFrame) -> str:
+    """Whose trials a page reads (:func:`study_history`'s ``source``): the runs archive's, this store's alone (the
+    user's own runs, not archived), or both, counted, read as one study."""
+    counts = runs["source"].value_counts()
+    store, archived = int(counts.get(STORE, 0)), int(counts.get(ARCHIVE, 0))
+    if not store:
+        return f"All {archived} trials are read from the runs archive; none is this store's alone."
+    if not archived:
+        return f"All {store} trials are this store's (runs not in the runs archive); none is the archive's."
+    return (f"{store} trials are this store's alone (runs not in the runs archive: yours) and {archived} the "
+            "archive's, read as one study; the table of trials says which is which.")
 
 
 def study_figures(study, importance: pd.DataFrame, folder: Path, stem: str) -> list[Path]:
@@ -185,23 +287,30 @@ def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path, scale: str = "smok
                                   f"report --study {spec.name}`) renders this page from its runs. Ranges: {ranges}.",
                                   ""])
     lines += [f"{len(search)} search trials (Optuna's TPE through Ray Tune), {len(runs) - len(search)} repeats of the "
-              f"best configurations at other seeds. Ranges: {ranges}.",
+              f"best configurations at other seeds. Ranges: {ranges}.", "", sources_sentence(runs), "",
+              chance_sentence(spec, runs),
               "", "Importance and the best configuration are read on the test split's selection half; the accuracy "
               "shown for the best configuration is the held-out half's, which no selection step saw.", ""]
     if len(search) < 2:
         return "\n".join(lines + ["Too few finished trials for an importance analysis.", ""])
     study = optuna_study(spec, runs)
     importance = importance_table(study)
-    lines += ["## Which hyper-parameters matter", "", markdown_table(importance.drop(columns="_mean")), "",
-              agreement_sentence(importance, len(search)), ""]
-    for path in study_figures(study, importance, out / "figures", artifact_stem(spec, scale)):
-        lines += [f"![{path.stem}](figures/{path.name})", ""]
+    lines += ["## Which hyper-parameters matter", ""]
+    if importance is None:
+        lines += [f"The study is {FLAT}: its {len(search)} search trials' selection accuracies leave fANOVA no "
+                  "variance to apportion, so no hyper-parameter is shown to matter more than another.", ""]
+    else:
+        lines += [markdown_table(importance.drop(columns="_mean")), "", agreement_sentence(importance, len(search)),
+                  ""]
+        for path in study_figures(study, importance, out / "figures", artifact_stem(spec, scale)):
+            lines += [f"![{path.stem}](figures/{path.name})", ""]
     best = best_configuration(runs)
     if best is not None:
         lines += ["## Best configuration", "",
-                  ", ".join(f"`{k}={v:.4g}`" if isinstance(v, float) else f"`{k}={v}`" for k, v in best["params"].items())
+                  ", ".join(f"`{k}={format_value(v)}`" for k, v in best["params"].items())
                   + f": held-out accuracy {best['held_out']}% (n = {best['n']}, seeds {best['seeds']}; runs "
                   + ", ".join(best["runs"]) + ").", ""]
+    lines += ["## Every trial", "", trials_table(runs), ""]
     return "\n".join(lines)
 
 
@@ -215,11 +324,13 @@ def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]], links: dict[s
     for spec, runs in studies:
         search = runs[runs["phase"] == "search"]
         ranked = importance_table(optuna_study(spec, runs)) if len(search) >= 2 else pd.DataFrame()
+        flat = ranked is None
+        ranked = pd.DataFrame() if flat else ranked
         method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), DASH)
         link = f"study_{spec.name}.md" if links is None else links.get(spec.name)
         order = "; ".join(f"{r['Hyper-parameter']} {r['_mean']:.2f}" for _, r in ranked.iterrows())
         rows.append({"Study": f"[{spec.name}]({link})" if link else spec.name, "Method": method, "Trials": len(search),
-                     "Most to least important (fANOVA)": order or (
+                     "Most to least important (fANOVA)": order or (FLAT if flat else
                          f"not run yet: `{study_command(spec, scale)}`" if runs.empty else DASH),
                      "First by PED-ANOVA": first_by_each(ranked)[1] if len(ranked) else DASH})
     return "\n".join([*_head(title or "Which hyper-parameters matter, method by method", intro),
@@ -233,8 +344,9 @@ def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]], links: dict[s
 def study_history(overrides: Sequence[str], archive: Path | None = None,
                   update_archive: bool = False) -> tuple[pd.DataFrame, list[str]]:
     """Every completed run of the store ``overrides`` name (``results_dir``, ``tracking``) and of ``archive`` (where
-    it exists), the archive rewritten with them (``update_archive``), as a page reads them; and the page's lines
-    naming where they were read (the store first)."""
+    it exists), the archive rewritten with them (``update_archive``), as a page reads them, each with its ``source``
+    (:data:`ARCHIVE` where the archive holds it, else :data:`STORE`: a run of this store alone, the user's own); and
+    the page's lines naming where they were read (the store first)."""
     from dpsd.config import compose, resolve_paths
     from dpsd.tracking import tracking_uri
 
@@ -245,6 +357,9 @@ def study_history(overrides: Sequence[str], archive: Path | None = None,
     history = load_history(uri, str(cfg.tracking.experiment), archive if archive and archive.exists() else None)
     if archive is not None and update_archive:
         write_archive(history, archive, None, Path(cfg.results_dir))
+    archived = set(read_archive(archive)["run_id"]) if archive is not None and archive.exists() else set()
+    if len(history):
+        history = history.assign(source=history["run_id"].map(lambda run: ARCHIVE if run in archived else STORE))
     store = store_words(uri, Path(cfg.results_dir), str(composed.results_dir))
     read = [f"Reproduced numbers: MLflow runs in {store} (experiment {cfg.tracking.experiment!r}). No number on this "
             "page is typed by hand."]
@@ -257,6 +372,37 @@ def study_history(overrides: Sequence[str], archive: Path | None = None,
 def _warn_unrun(spec: Spec, scale: str) -> None:
     print(f"warning: study {spec.name}: no finished trial at scale {scale} in the store or the archive; run it with "
           f"`{study_command(spec, scale)}`", file=sys.stderr)
+
+
+def storage_path(folder: Path, spec: Spec, scale: str) -> Path:
+    """Where a study's trials at ``scale`` are kept for Optuna's tools (:func:`save_storage`): ``folder/optuna/``."""
+    from dpsd.report.render import artifact_stem
+
+    return Path(folder) / "optuna" / f"{artifact_stem(spec, scale)}.log"
+
+
+def storage_line(spec: Spec, runs: pd.DataFrame, folder: Path, scale: str) -> str:
+    """Keep the study's trials in its journal under ``folder`` (:func:`save_storage`), and the page's line naming it
+    and the commands that open it."""
+    path = storage_path(folder, spec, scale)
+    save_storage(spec, runs, path)
+    shown = Path(os.path.relpath(path)).as_posix() if not Path(folder).is_absolute() else path.as_posix()
+    return (f"Optuna storage: `{shown}` (a journal; `optuna-dashboard {shown}`, or `optuna.load_study(study_name="
+            f"\"{spec.name}\", storage=JournalStorage(JournalFileBackend(\"{shown}\")))`; the repeats are study "
+            f"`{spec.name}:repeats`).")
+
+
+def keep_study(spec_path: str, scale: str, overrides: Sequence[str], archive: Path | None = None) -> Path:
+    """After a search (``dpsd sweep --search``): its trials, from the store ``overrides`` name and ``archive``, kept
+    in the journal under ``<results_dir>/optuna/`` (:func:`save_storage`); returns its path."""
+    from dpsd.config import compose, resolve_paths
+    from dpsd.sweep.spec import load_spec
+
+    spec = load_spec(spec_path)
+    history, _ = study_history(overrides, archive)
+    path = storage_path(Path(resolve_paths(compose(list(overrides))).results_dir), spec, scale)
+    save_storage(spec, study_runs(history, spec.name, scale), path)
+    return path
 
 
 def render_study_page(specs: Sequence[Path], scale: str, overrides: Sequence[str], markdown: Path,
@@ -278,6 +424,8 @@ def render_study_page(specs: Sequence[Path], scale: str, overrides: Sequence[str
             _warn_unrun(spec, scale)
     if len(studies) == 1:
         spec, runs = studies[0]
+        if not runs.empty:
+            intro.append(storage_line(spec, runs, markdown.parent, scale))
         text = study_markdown(spec, runs, markdown.parent, scale, title or str(spec.feeds.get("title", spec.name)),
                               intro)
     else:
@@ -305,7 +453,8 @@ def render_study(spec_paths: list[str], overrides: list[str], out: str | Path, s
         if runs.empty:
             _warn_unrun(spec, scale)
         page = out / f"study_{spec.name}.md"
-        page.write_text(study_markdown(spec, runs, out, scale) + "\n")
+        intro = [storage_line(spec, runs, out, scale)] if not runs.empty else []
+        page.write_text(study_markdown(spec, runs, out, scale, intro=intro) + "\n")
         pages.append(page)
         studies.append((spec, runs))
     if len(studies) > 1:

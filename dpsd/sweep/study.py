@@ -14,7 +14,8 @@ base, its smoke list at ``scale=smoke``, the command line's overrides) with Ray 
 TPE sampler, seeded), each trial one ``run_experiment`` at the spec's first seed, optionally under Ray Tune's
 ``ASHAScheduler`` (a trial reports once, when its run ends, so ASHA stops nothing early here: it only orders; the
 flag is kept for specs whose trials differ in budget). Then the ``best`` configurations are run at the spec's
-other seeds (or seeds 1..``repeat_seeds``-1).
+other seeds (``--seeds N``: seeds 1..N-1, the search's seed 0 and these N in all; :func:`study_seeds`).
+``--dry-run`` prints :func:`plan_study`'s plan (:func:`format_plan`) and runs nothing.
 
 Selection never sees the accuracy a reader is shown. The test split is cut once, by a fixed permutation, into a
 *selection* half and a *held-out* half (:func:`split_halves`); each trial's student (recorded with its run) is
@@ -37,7 +38,7 @@ from typing import Any, Sequence
 from omegaconf import DictConfig
 
 from dpsd.errors import ConfigError
-from dpsd.sweep.spec import Spec, expand_configs, load_spec, override_key
+from dpsd.sweep.spec import Spec, expand_configs, load_spec, override_key, with_seeds
 
 DISTRIBUTIONS = ("loguniform", "uniform", "int", "choice")
 SELECTION, HELD_OUT = "selection_accuracy", "held_out_accuracy"
@@ -179,11 +180,51 @@ def study_trial(config: dict, study: dict) -> None:
     tune.report({SELECTION: halves[SELECTION], "run_id": summary["run_id"]})
 
 
+def study_seeds(spec: Spec, seeds: int | None = None) -> tuple[int, list[int]]:
+    """The search's seed and the seeds its best configurations are run again at: with ``seeds`` (``--seeds N``, as
+    a sweep's: seeds 0..N-1 in all) seed 0, then 1..N-1; else the spec's first, then its others, or 1 and 2 where
+    it names one."""
+    if seeds is not None:
+        first, *rest = with_seeds(spec, seeds).seeds
+        return first, rest
+    return spec.seeds[0], list(spec.seeds[1:]) if len(spec.seeds) > 1 else [1, 2]
+
+
+def plan_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequence[str] = (), best: int = 3,
+               seeds: int | None = None) -> dict[str, Any]:
+    """What :func:`run_study` would run, checked without running it: the spec, its ranges, the overrides every trial
+    composes, the search's seed and budget, the configurations run again and their seeds."""
+    if trials < 1:
+        raise ConfigError(f"--trials must be at least 1, got {trials}")
+    if best < 0:
+        raise ConfigError(f"--best must be 0 or more, got {best}")
+    spec = load_spec(spec_path)
+    space = search_block(spec)
+    seed, repeat_seeds = study_seeds(spec, seeds)
+    return {"spec": spec, "space": space, "base": study_overrides(spec, scale, overrides), "seed": seed,
+            "trials": trials, "best": best, "repeat_seeds": repeat_seeds, "scale": scale}
+
+
+def format_plan(plan: dict[str, Any]) -> str:
+    """:func:`plan_study`'s plan as ``dpsd sweep --search --dry-run`` lists it: each trial's cell, the ranges its
+    values are drawn from (Optuna's TPE draws each trial's values from the results before it, so no value is known
+    before the search runs), and the repeats."""
+    repeats = plan["best"] * len(plan["repeat_seeds"])
+    width = max(map(len, plan["space"]))
+    lines = [f"study {plan['spec'].name} at scale {plan['scale']} (dry run: nothing run)",
+             f"  {plan['trials']} search trials, each one run of: {' '.join(plan['base'])} seed={plan['seed']}",
+             "  with its values drawn by Optuna's TPE (through Ray Tune, seeded) from:",
+             *(f"    {key:<{width}}  {kind} {args}" for key, (kind, args) in plan["space"].items()),
+             f"  then the best {plan['best']} configurations again at seeds {plan['repeat_seeds']}: {repeats} runs",
+             f"  {plan['trials'] + repeats} runs in all"]
+    return "\n".join(lines)
+
+
 def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequence[str] = (),
-              best: int = 3, repeat_seeds: int = 3, scheduler: str | None = None, address: str | None = None,
+              best: int = 3, seeds: int | None = None, scheduler: str | None = None, address: str | None = None,
               cpus_per_trial: float | None = None, gpus_per_trial: float | None = None) -> dict[str, Any]:
     """Search ``spec_path``'s ranges with ``trials`` Optuna trials, then run its ``best`` configurations at the other
-    seeds (the spec's seeds after its first, else 1..``repeat_seeds``-1). Returns the trials' outcomes."""
+    seeds (:func:`study_seeds`; ``seeds``: ``--seeds N``). Returns the trials' outcomes."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search.optuna import OptunaSearch
@@ -191,14 +232,10 @@ def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequ
     from dpsd.config import compose, resolve_paths
     from dpsd.sweep.runner import init_ray, trial_resources
 
-    if trials < 1:
-        raise ConfigError(f"--trials must be at least 1, got {trials}")
     if scheduler not in (None, "asha"):
         raise ConfigError(f"--scheduler must be asha (or left out), got {scheduler!r}")
-    spec = load_spec(spec_path)
-    space = search_block(spec)
-    base = study_overrides(spec, scale, overrides)
-    seeds = list(spec.seeds[1:]) if len(spec.seeds) > 1 else list(range(1, repeat_seeds))
+    plan = plan_study(spec_path, trials, scale, overrides, best, seeds)
+    spec, space, base, seeds = plan["spec"], plan["space"], plan["base"], plan["repeat_seeds"]
     resolved = resolve_paths(compose(base))  # a Ray trial runs in a folder of its own: paths made absolute here
     base += [f"results_dir={resolved.results_dir}"] + ([f"data.root={resolved.data.root}"] if resolved.data.root else [])
     storage = str(Path(resolved.results_dir) / "ray")  # Tune's state beside the sweeps'
@@ -206,10 +243,10 @@ def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequ
     started = init_ray(address)
     try:
         resources = trial_resources(cpus_per_trial, gpus_per_trial)
-        study = {"name": spec.name, "base": base, "seed": spec.seeds[0], "threads": resources.cpus, "scale": scale}
+        study = {"name": spec.name, "base": base, "seed": plan["seed"], "threads": resources.cpus, "scale": scale}
         trainable = tune.with_resources(tune.with_parameters(study_trial, study=study),
                                         {"cpu": resources.cpus, "gpu": resources.gpus})
-        search = OptunaSearch(metric=SELECTION, mode="max", seed=spec.seeds[0])
+        search = OptunaSearch(metric=SELECTION, mode="max", seed=plan["seed"])
         tuner = tune.Tuner(trainable, param_space=tune_space(space), tune_config=tune.TuneConfig(
             search_alg=search, num_samples=trials, max_concurrent_trials=resources.concurrent, reuse_actors=True,
             scheduler=ASHAScheduler(metric=SELECTION, mode="max") if scheduler == "asha" else None),
