@@ -304,3 +304,36 @@ def test_a_paper_methods_ladder_opens_with_its_verdict_and_a_variants_with_none(
     assert lines[heading + 2] == ("**Verdict** (the README's, from the headline cells): does not reproduce under any of "
                                   "5 faithful readings.")
     assert page.count("**Verdict**") == 1  # the labelled variant is not the paper's method: no verdict of its own
+
+
+DATA_STEPS = ("output step", "bound β", "M_k")
+LABEL_STEPS = ("one-hot", "top-k rule", "label prior")
+
+
+@pytest.mark.parametrize("method", ["dpsd", "dpsd_t", "fed_dpsd"])
+def test_a_label_ladders_drop_to_r4_names_only_the_label_mechanisms_steps(method):
+    """R3 -> R4 in label mode is lost to soft -> one-hot labels and Eq. (5)'s top-k rule with its prior, each with
+    what isolates it; label mode has no output step, no bound, no M_k."""
+    cfg = compose(["dataset=mnist", f"method={method}", "privacy=label", "privacy.noiseless=true"])
+    rows = _rows({"R3": 70.8, "R4": 21.5}).assign(config=[cfg, cfg])
+    sentence = ladder_report.diagnosis(f"{method} (label)", rows)
+    assert "between R3 and R4" in sentence and ladder_report.structure(cfg) in sentence
+    assert all(step in sentence for step in LABEL_STEPS) and "privacy.k = the number of classes" in sentence
+    assert not any(step in sentence for step in DATA_STEPS)
+
+
+@pytest.mark.parametrize("method, topk", [("dpsd", True), ("dpdfd", False), ("fed_dpsd", False)])
+def test_a_data_ladders_drop_to_r4_names_only_the_data_mechanisms_steps(method, topk):
+    """R3 -> R4 in data mode is lost to the output step and the bound (and M_k where the method applies it: DPSD's
+    Eq. (3), not DPDFD's Eq. (4) nor FedDPSD's Alg. 2); no labels are made one-hot and no top-k rule picks them."""
+    cfg = compose(["dataset=mnist", f"method={method}", "privacy=data", "privacy.noiseless=true"])
+    words = ladder_report.structure(cfg)
+    assert "output step" in words and "bound β" in words and ("M_k" in words) == topk
+    assert not any(step in words for step in LABEL_STEPS)
+
+
+def test_dp_dfds_drop_to_r4_names_its_selective_set_and_the_one_hot_step_only_where_its_reading_takes_it():
+    soft = ladder_report.structure(compose(["dataset=mnist", "method=dp_dfd", "method.keep_answer=soft"]))
+    onehot = ladder_report.structure(compose(["dataset=mnist", "method=dp_dfd", "method.keep_answer=onehot"]))
+    assert "selective set I" in soft and "raw probability vector" in soft and "soft → one-hot" not in soft
+    assert "selective set I" in onehot and "soft → one-hot" in onehot and "top-k rule" not in onehot

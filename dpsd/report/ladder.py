@@ -39,7 +39,7 @@ LOSS = {
     "R1": "the student's capacity at this budget",
     "R2": "what the teacher's soft labels carry without any image prior",
     "R3": "the generator and its losses",
-    "R4": "the mechanism's structure (top-k, normalisation, output step, the label prior)",
+    "R4": "the mechanism's structure",  # its steps, as the ladder's runs take them: structure()
     "R5": "the noise",
 }
 COLUMNS = ("Ladder", "Rung", "What", "Setting", "Accuracy (%)", "Change (points)", "ε claimed", "ε rigorous",
@@ -61,6 +61,50 @@ ABLATIONS = (
     ("method.queries", 400, "{value:,} labelled queries in place of the ladder's 400", False),
 )
 GENERATOR_SWAPS = tuple(key.partition(".")[2] for key, _, _, swaps_generator in ABLATIONS if swaps_generator)
+
+
+# The steps a noiseless mechanism (R4) adds to the data-free loop (R3), each with the rung or switch that isolates it,
+# as each method runs them in each privacy mode (structure()): a drop R3 -> R4 is lost to these, and R4 -> R5 to the
+# noise. R3 learns the teacher's softmax (DGD: its ensemble's vote shares) in every mode.
+ONE_HOT = ("soft → one-hot labels{averaged} (R4 at privacy.k = the number of classes, whose top-k keeps every class, "
+           "isolates it)")
+TOP_K_RULE = ("Eq. (5)'s top-k rule with the student as the label prior{each} (the teacher's class is used only "
+              "inside the student's top-k, else a class drawn from it: the rest of the drop)")
+OUTPUT_STEP = ("the output step (the student learns its own outputs moved by γ_s along the teacher's bounded gradient, "
+               "not the teacher's softmax; method.output_step_scale=inverse_bound, a labelled repair, isolates its size)")
+BOUND = "the gradient's bound β (privacy.bound=normalize as {equation}, or clip; R4's Setting gives β)"
+TOP_K_GRADIENT = "the gradient's top-k M_k (privacy.k = the number of classes keeps every entry and isolates it)"
+UNDESCRIBED = "its steps without the noise"  # a mechanism structure() does not describe, or rows without a config
+
+
+def structure(cfg: DictConfig) -> str:
+    """What R4 adds to R3 in ``cfg``'s mechanism, step by step as its method runs it in its privacy mode, each step
+    named with the rung or switch that isolates it: what a drop R3 -> R4 is lost to (the noise is R4 -> R5's)."""
+    name, mode, method = str(cfg.method.name), str(cfg.privacy.mode), cfg.method
+    federated = name == "fed_dpsd"
+    if mode == "label" and name in ("dpsd", "dpsd_t", "fed_dpsd"):
+        averaged = " averaged over the clients" if federated else ""
+        if cfg.privacy.get("rr_prior") == "rr_with_prior":
+            prior = ("RRWithPrior's set chosen from the student's prior (the teacher's class is used only inside it; "
+                     "privacy.rr_prior=topk, Eq. (5), is the paper's)")
+        else:
+            prior = TOP_K_RULE.format(each=", at each client" if federated else "")
+        return f"{ONE_HOT.format(averaged=averaged)} and {prior}"
+    if mode == "label" and name == "dp_dfd":
+        selective = ("the selective set I with the student as the label prior (the teacher's class is used only "
+                     "inside I = {y_s > t}, at least the student's top two, else a class drawn from I)")
+        if method.get("keep_answer") == "soft":
+            return (f"{selective}; a kept answer is the teacher's raw probability vector (method.keep_answer=soft) "
+                    "and only a drawn one is one-hot")
+        return f"{selective} and soft → one-hot labels (method.keep_answer=soft, the teacher's raw answer, isolates it)"
+    if mode == "label" and name in ("dgd", "dgd_plus"):
+        return "the ensemble's vote shares → the one-hot argmax of its votes, its only step"
+    if mode == "data" and name in ("dpsd", "dpsd_t", "dpdfd", "fed_dpsd"):
+        topk = name not in ("dpdfd", "fed_dpsd") or (federated and method.get("top_k_in_data_mode"))
+        steps = [OUTPUT_STEP, BOUND.format(equation={"dpdfd": "Eq. (4)", "fed_dpsd": "Alg. 2"}.get(name, "Eq. (3)"))]
+        steps += [TOP_K_GRADIENT] if topk else []
+        return ", ".join(steps[:-1]) + " and " + steps[-1]
+    return UNDESCRIBED
 
 
 def rung(cfg: DictConfig) -> str:
@@ -239,10 +283,19 @@ def diagnosis(name: str, rows: pd.DataFrame) -> str:
         what = "one of the components the rungs between them would separate, not yet told apart"
     elif (upper, lower) == ("R1", "R3"):
         what = f"the private data replaced by the method's generator, which beats N(0, 1) noise (R2 {best['R2']:.2f}%)"
+    elif lower == "R4":
+        what = f"{LOSS['R4']}: {_structure(rows)}"
     else:
         what = LOSS[lower]
     return (f"{name}: accuracy is lost mostly between {upper} and {lower} ({best[upper]:.2f}% → {best[lower]:.2f}%, "
             f"{drop:.2f} points), i.e. to {what}{tail}.{ablation_clause(rows)}{noise_cost(rows)}")
+
+
+def _structure(rows: pd.DataFrame) -> str:
+    """:func:`structure` of the ladder's mechanism, read from its first private run's config (:data:`UNDESCRIBED`
+    for rows without configs)."""
+    private = rows[rows["rung"].isin(["R4", "R5"])] if "config" in rows else rows.iloc[0:0]
+    return structure(private["config"].iloc[0]) if len(private) else UNDESCRIBED
 
 
 def ablation_clause(rows: pd.DataFrame) -> str:
