@@ -97,3 +97,20 @@ def test_rotation_pretraining_changes_the_student_and_costs_no_privacy(tmp_path)
     assert pretrained["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
     assert pretrained["privacy"]["eps_rigorous"] == plain["privacy"]["eps_rigorous"]
     assert pretrained["metrics"]["final_student_loss"] != plain["metrics"]["final_student_loss"]
+
+
+def test_diet_pate_train_mode_scoring_is_flagged_and_reads_each_batch_own_statistics(tmp_path):
+    from dpsd.methods.dfpate import TRAIN_MODE_NOTE, TestBatchStatistics
+
+    torch.manual_seed(0)
+    student = build_classifier("small_cnn", 1, 8, 10, False)  # BatchNorm layers (the DataLens CNN has none)
+    wrapped = TestBatchStatistics(student).eval()
+    batch = torch.randn(16, 1, 8, 8) * 3 + 2
+    learnt = lambda: {k: v.clone() for k, v in student.state_dict().items() if not k.endswith("num_batches_tracked")}
+    before = learnt()
+    with torch.no_grad():
+        alone, together = wrapped(batch[:4]), wrapped(batch)[:4]
+    assert not torch.allclose(alone, together)  # the score of an image depends on the batch it came in
+    assert all(torch.equal(before[k], v) for k, v in learnt().items())  # no statistic kept from the test split
+    summary = run_experiment(dfpate_cfg(tmp_path, "method.student_eval=train"), show_progress=False)
+    assert TRAIN_MODE_NOTE in summary["privacy"]["notes"]

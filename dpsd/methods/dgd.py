@@ -25,6 +25,8 @@ eps_0 is ``privacy.query_epsilon`` (privacy=label), so ``privacy.calibrate`` sol
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -45,6 +47,7 @@ from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, regis
 from dpsd.models import (ConvVAE, build_classifier, generator_from_config, generator_trainable, init_generator_,
                          normalize_code, vae_loss, xavier_init_)
 from dpsd.privacy import claims, mechanisms
+from dpsd.privacy.boundary import CountedTeacher
 from dpsd.privacy.accounting import Ledger
 from dpsd.privacy.events import GaussianRelease, LaplaceRelease, PrivacyEvent, UnprotectedRelease
 from dpsd.ensembles import load_or_train_members, member_predictions, vote_counts, with_member_steps
@@ -257,7 +260,10 @@ def ensemble_votes(ctx: RunContext, parts: list[list[int]], tag: str, queries: T
     members = load_or_train_members(cfg, data, device, parts, names, ctx.phase_log)
     test = evaluation_split(ctx)
     test_images, test_labels = images_of(test), labels_of(test)
-    test_predictions = cached_predictions(members, test_images.to(device), device, teacher_cache_dir(cfg) / "votes",
+    # the evaluation split's votes score the ensemble, as the runner scores the teacher outside the boundary: the
+    # networks behind the counted handles answer them, so only the queries' answers are counted (and covered)
+    scorers = [member.teacher if isinstance(member, CountedTeacher) else member for member in members]
+    test_predictions = cached_predictions(scorers, test_images.to(device), device, teacher_cache_dir(cfg) / "votes",
                                           log=ctx.phase_log("member votes (evaluation split)", len(members)))
     query_predictions = member_predictions(members, queries.to(device), device,
                                            log=ctx.phase_log("member votes (queries)", len(members)))
@@ -369,7 +375,7 @@ def private_codes(ctx: RunContext, vae: ConvVAE, images: Tensor) -> Tensor:
     c = int(cfg.method.latent_dim)
     noisy, event = mechanisms.laplace_mechanism(codes, 2.0 * c, 2.0 * c / float(cfg.method.latent_epsilon), ctx.rng,
                                                 release="once", note=LATENT_NOTE)
-    ctx.ledger.record(event)
+    ctx.ledger.record(dataclasses.replace(event, answers=1))  # codes of private images, no teacher's answers: as planned
     return noisy.clamp(-1, 1) if cfg.method.code_projection == "clamp" else noisy
 
 
