@@ -43,7 +43,7 @@ def test_the_archive_names_no_machines_paths_so_a_clone_rendering_with_its_own_r
     runs = pd.DataFrame([_run("a", "h1", "2026-01-01", 91.0), _run("b", "h2", "2026-01-02", 50.0)])
     path = write_archive(runs, tmp_path / "runs.csv", {
         "h1": "dataset=mnist method=dpsd seed=0 data.root=../shared/data results_dir=results",
-        "h2": "dataset=mnist method=dafl seed=0 ++data.root=/home/me/mnist"})
+        "h2": "dataset=mnist method=dafl seed=0 ++data.root=~/mnist"})
     written = path.read_bytes()
     raw = pd.read_csv(path, keep_default_na=False)
     assert dict(zip(raw["run_id"], raw["overrides"])) == {

@@ -20,6 +20,7 @@ TINY = {
     "lp1st": ["method.epochs=1"],
     "dpsgd": ["method.epochs=1", "method.sample_rate=0.05", "method.noise_multiplier=1.0"],
     "pate": ["method.num_teachers=3", "method.queries=100", "method.epochs=2"],
+    "dfpate": ["method.num_teachers=10", "method.queries=50", "method.member_steps=10", "method.epochs=2"],
     "fed_dpsd": [*GENERIC, "method.num_clients=2"],
     "dp_dfd": ["method.stages=2", "method.samples_per_stage=32", "method.student_epochs=1",
                "method.batch_size=16", "method.pretrain_iterations=2"],

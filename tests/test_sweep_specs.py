@@ -29,7 +29,7 @@ REFERENCE = REPO / "results" / "reference" / "papers.csv"
 KEYS = set(SPEC_KEYS)
 PAPERS = {"dpsd", "dpdfd", "dp_dfd", "dgd", "dafl"}  # dafl: the public anchor (DAFL Table 1)
 STUDIES = {"ladder", "query_budget", "readings"}  # kinds of our own studies: every method, no one paper
-BENCHMARKS = {"headline", "quickstart"}  # tables over several papers: no one paper
+BENCHMARKS = {"headline", "quickstart", "frontier"}  # tables over several papers: no one paper
 # every table, figure and ablation of the papers with an MNIST panel has a spec feeding it
 REQUIRED_IDS = ({f"DPSD Table {n}" for n in ("I", "II", "III", "IV", "V", "VI")}
                 | {f"DPSD Fig. {n}" for n in (4, 5, 6, 9)}
