@@ -19,10 +19,11 @@ keeping the old one in ``code_version_recorded`` and what vouches for it in ``co
 The ``--archive`` rows of such runs get it too. Runs whose method's code differs stay stale.
 
 ``--result-neutral-since COMMIT`` vouches by measurement for a change to shared code that computes the same
-numbers (a new switch that is off by default, a refactor): for every method whose code version differs between
-COMMIT and this checkout, it runs the method's default smoke run (``dpsd run method=M tracking=none``, the
-embedded dataset, CPU) once with COMMIT's code and once with this checkout's, each in its own process, and
-where every metric but the wall times is bit-identical, the runs recorded by COMMIT's version of that method get
+numbers (a new switch that is off by default, a refactor, a diagnostic metric added): for every method whose code
+version differs between COMMIT and this checkout, it runs the method's default smoke run (``dpsd run method=M
+tracking=none``, the embedded dataset, CPU) once with COMMIT's code and once with this checkout's, each in its own
+process, and where every metric COMMIT's run records but the wall times is bit-identical in this checkout's (a metric
+only this checkout records is listed, not compared), the runs recorded by COMMIT's version of that method get
 today's (vouched by ``result-neutral since COMMIT``). A method whose numbers differ, or whose run fails, is
 listed and keeps its runs stale. It is evidence for the default path of each method, not a proof for every
 config: use it for changes whose new code is off by default, and say so in the commit. With ``--save-vouched JSON``
@@ -92,19 +93,28 @@ def result_neutral(commit: str, methods: list[str]) -> dict[tuple[str, str], str
             for method, old in sorted(changed.items()):
                 before = smoke_metrics(base, method, shared, "before")
                 after = smoke_metrics(ROOT, method, shared, "after")
-                same = isinstance(before, dict) and before == after
+                same = recorded_alike(before, after)
                 if same:
                     vouched[(old, method)] = f"result-neutral since {commit}: smoke run bit-identical"
                 failed = [result for result in (before, after) if isinstance(result, str)]
                 verdict = "identical" if same else f"differs: {failed[0] if failed else _differences(before, after)}"
+                verdict += f" (new metrics: {', '.join(sorted(set(after) - set(before)))})" if same and after != before else ""
                 print(f"  {method} {old} -> {method_code_version(method)}: {verdict}", flush=True)
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)], check=False)
     return vouched
 
 
+def recorded_alike(before: dict | str, after: dict | str) -> bool:
+    """Whether two smoke runs (metrics, or a failed run's last line) record the same: every metric the older code
+    records is bit-identical in the newer one. A metric only the newer code records (a diagnostic added beside the
+    computation) changes none of the numbers the archived runs hold, so it is no difference."""
+    return isinstance(before, dict) and isinstance(after, dict) and all(
+        key in after and after[key] == value for key, value in before.items())
+
+
 def _differences(before: dict, after: dict) -> str:
-    keys = sorted(set(before) | set(after))
+    keys = sorted(set(before))
     return ", ".join(f"{k} {before.get(k)} -> {after.get(k)}" for k in keys if before.get(k) != after.get(k))
 
 
