@@ -19,6 +19,7 @@ from dpsd.methods.fed_dpsd import (
     FederatedQuery,
     dirichlet_partition,
     dirichlet_proportions,
+    mean_over_clients,
     plan_fed_dpsd_ledger,
     worst_client,
 )
@@ -118,6 +119,16 @@ def test_label_answers_are_averaged_into_vote_shares(results):
         targets = trainer.query(samples, trainer.student(samples))
     assert torch.allclose(targets.sum(dim=1), torch.ones(16))
     assert torch.allclose(targets * 3, (targets * 3).round())  # k/3: each of 3 clients gave one label
+
+
+def test_the_top_k_survival_share_is_each_annotations_mean_over_the_clients(results):
+    assert [s.item() for s in mean_over_clients([[torch.tensor(0.0), torch.tensor(1.0)],
+                                                 [torch.tensor(0.5), torch.tensor(1.0)]])] == [0.25, 1.0]
+    trainer, _ = trainer_for(results, "privacy=label")
+    metrics = trainer.step()
+    clients = [client.survival_shares() for client in trainer.clients.clients]
+    assert [len(shares) for shares in clients] == [1, 1, 1]  # each client's own teacher against the student's top-k
+    assert metrics["topk_survival"].item() == pytest.approx(torch.stack([s[0] for s in clients]).mean().item())
 
 
 def test_privacy_none_averages_the_client_teachers_softmax(results):

@@ -364,3 +364,25 @@ def test_a_sentence_read_from_fewer_seeds_than_planned_says_how_many_ran():
     assert _seeds_a_point(pd.Series([1, 3]), planned) == "1 to 3 of 3 seeds a point"
     assert _seeds_a_point(pd.Series([1, 1]), planned) == "1 of 3 seeds a point"
     assert _seeds_a_point(pd.Series([], dtype=int), pd.Series([], dtype=int)) == "no cell"
+
+
+def test_a_run_metric_the_spec_names_stands_beside_the_accuracy_as_mean_and_sample_std_over_its_seeds():
+    """``feeds.metrics: [topk_survival]``: the share of answers the top-k kept, in %, over the seeds that recorded it;
+    a dash where no seed did (a cell not run, or runs by code that did not record it)."""
+    from dpsd.report.cells import NOT_RUN, SURVIVAL, group_frame
+    from dpsd.report.sensitivity import point_table
+
+    cells = pd.DataFrame({
+        "order": [0, 1, 2, 3, 4], "group": ["k=3", "k=3", "k=10", "k=10", "k=5"], "overrides": [{}] * 5,
+        "config": [None] * 5, "method": "dpsd", "dataset": "mnist", "epsilon": None, "x": [3, 3, 10, 10, 5],
+        "series": "inf", "status": [RUN, RUN, RUN, RUN, NOT_RUN], "run_id": ["a", "b", "c", "d", None],
+        "artifact_uri": None, "accuracy": [20.0, 30.0, 70.0, 80.0, math.nan], "eps_claimed": math.inf,
+        "eps_rigorous": math.inf, SURVIVAL: [0.2, 0.4, math.nan, math.nan, math.nan], "code_version": ""})
+    groups = group_frame(cells)
+    assert groups.loc[0, f"{SURVIVAL}_std"] == pytest.approx(0.1414, abs=1e-4)  # ddof = 1
+    table = point_table(groups, None, {"x": "privacy.k", "metrics": ["topk_survival"]})
+    column = f"{METRICS['topk_survival'][2].capitalize()} (%)"
+    assert list(table.columns[:5]) == ["Dataset", "Line", "k", "Ours (%)", column]
+    assert list(table[column]) == ["30.00 ± 14.14", "—", "—"]  # k = 3, 5 (not run), 10 (not recorded)
+    assert list(table["Ours (%)"]) == ["25.00 ± 7.07", "not run", "75.00 ± 7.07"]
+    assert column not in point_table(groups, None, {"x": "privacy.k"}).columns  # only where the spec names it

@@ -22,6 +22,7 @@ from dpsd.models import build_classifier
 from dpsd.sweep import spec as sweep_spec
 from dpsd.sweep.spec import SPEC_KEYS, composed, load_spec, override_key
 from dpsd.report.render import KINDS
+from dpsd.report.trends import METRICS
 
 REPO = Path(__file__).resolve().parents[1]
 SPECS = sorted((REPO / "sweeps").glob("*.yaml"))
@@ -107,6 +108,7 @@ def check_fields(path: Path) -> None:
     assert feeds["kind"] in KINDS and feeds["id"] and feeds["title"]
     if feeds["kind"] in ("curve", "sensitivity"):
         assert feeds.get("x"), "a curve or sensitivity plot names its x override key"
+    assert set(feeds.get("metrics", [])) <= set(METRICS), "feeds.metrics names run metrics the report knows"
     for field in ("base", "check", "smoke"):
         overrides = spec.get(field) or []
         assert isinstance(overrides, list) and all(isinstance(o, str) and "=" in o for o in overrides), field

@@ -283,13 +283,16 @@ def test_the_retag_tool_saves_a_measurement_and_applies_it_later(tmp_path, monke
 
 def test_result_neutral_vouches_only_for_methods_whose_smoke_runs_compute_the_same_numbers(monkeypatch, capsys):
     """--result-neutral-since: a method whose code changed is vouched for where its smoke runs at the commit and
-    here agree in every metric but the wall times; one whose numbers differ, or whose run fails, is not."""
+    here agree in every metric but the wall times, a metric only the newer code records (a diagnostic) listed; one
+    whose numbers differ, that loses a metric, or whose run fails, is not."""
     tool = load_tool("retag_code_version")
     monkeypatch.setattr(tool, "method_code_version_at", lambda commit, method: f"0.0.1+{method}.old")
     monkeypatch.setattr(tool.subprocess, "run", lambda *args, **kwargs: None)  # no git worktree
     results = {"dafl": ({"acc": 0.5, "time_train_s": 1.0}, {"acc": 0.5, "time_train_s": 2.0}),
                "dpsd": ({"acc": 0.5}, {"acc": 0.25}),
-               "dgd": ("Fault: boom", {"acc": 0.5})}
+               "dgd": ("Fault: boom", {"acc": 0.5}),
+               "fed_dpsd": ({"acc": 0.5}, {"acc": 0.5, "topk_survival": 0.25}),
+               "dpdfd": ({"acc": 0.5, "queries": 8.0}, {"acc": 0.5})}
 
     def smoke(tree, method, workdir, name="run"):
         before, after = results[method]
@@ -298,9 +301,11 @@ def test_result_neutral_vouches_only_for_methods_whose_smoke_runs_compute_the_sa
 
     monkeypatch.setattr(tool, "smoke_metrics", smoke)
     vouched = tool.result_neutral("abc1234", list(results))
-    assert vouched == {("0.0.1+dafl.old", "dafl"): "result-neutral since abc1234: smoke run bit-identical"}
+    assert vouched == {(f"0.0.1+{m}.old", m): "result-neutral since abc1234: smoke run bit-identical"
+                       for m in ("dafl", "fed_dpsd")}
     out = capsys.readouterr().out
     assert "dpsd 0.0.1+dpsd.old" in out and "differs: acc 0.5 -> 0.25" in out and "differs: Fault: boom" in out
+    assert "identical (metrics added: topk_survival)" in out and "differs: queries 8.0 -> None" in out
 
 
 def test_code_version_names_the_hash_and_teacher_keys_carry_the_teacher_code():

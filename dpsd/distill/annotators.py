@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from dpsd import losses
+from dpsd.distill.survival import topk_survival
 from dpsd.errors import ConfigError
 from dpsd.privacy import mechanisms
 from dpsd.privacy.accounting import Ledger
@@ -85,6 +86,7 @@ class PrivateAnnotator:
         self.rng = rng
         self.ledger = ledger
         self.disjoint_rows = disjoint_rows
+        self.survival: list[Tensor] = []  # each Eq. (5) annotation's top-k survival share (dpsd.distill.survival)
 
     def __call__(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
         """Soft targets y_hat for the student's cross-entropy, Eq. (6)."""
@@ -104,9 +106,10 @@ class PrivateAnnotator:
         return int(self.privacy.k)
 
     def label_sensitive(self, teacher_logits: Tensor, student_logits: Tensor) -> Tensor:
-        """Eq. (5): one-hot of top-k randomized response around the teacher's class; with
-        ``privacy.rr_prior=rr_with_prior`` Ghazi et al.'s RRWithPrior on the student's softmax
-        (a labelled variant: the set size k is chosen per sample from the prior)."""
+        """Eq. (5): one-hot of top-k randomized response around the teacher's class, the share of the batch whose
+        teacher class lies in the student's top-k kept in :attr:`survival`; with ``privacy.rr_prior=rr_with_prior``
+        Ghazi et al.'s RRWithPrior on the student's softmax (a labelled variant: the set size k is chosen per sample
+        from the prior)."""
         if self.privacy.rr_prior == "rr_with_prior":
             labels, event = mechanisms.rr_with_prior(
                 teacher_logits.argmax(dim=1), F.softmax(student_logits, dim=1), float(self.privacy.query_epsilon), self.rng,
@@ -114,6 +117,7 @@ class PrivateAnnotator:
             )
             self.ledger.record(event)
             return F.one_hot(labels, self.num_classes).to(student_logits.dtype)
+        self.survival.append(topk_survival(teacher_logits.argmax(dim=1), student_logits, int(self.privacy.k)))
         labels, event = mechanisms.topk_randomized_response(
             teacher_logits.argmax(dim=1), student_logits, int(self.privacy.k),
             float(self.privacy.query_epsilon), self.rng, domain=self.privacy.rr_domain, note=LABEL_NOTE,

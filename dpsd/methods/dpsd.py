@@ -25,8 +25,9 @@ from dpsd.data import DataInfo
 from dpsd.distill.annotators import LABEL_NOTE, PrivateAnnotator, output_gradient_release
 from dpsd.distill.builders import build_student_and_generator, make_optimizer
 from dpsd.distill.generator_losses import GeneratorLossConfig, generator_loss, student_loss_for_generator
+from dpsd.distill.survival import SURVIVAL, survival_metrics
 from dpsd.errors import ConfigError
-from dpsd.methods.base import Method, MethodConfig, Optimizer, RunContext, Trainer, register_method
+from dpsd.methods.base import Method, MethodConfig, Optimizer, RunContext, RunResult, Trainer, register_method
 from dpsd.models import GaussianNoise, generator_trainable
 from dpsd.privacy import claims
 from dpsd.privacy.accounting import Ledger
@@ -228,11 +229,13 @@ class DPSDTrainer(Trainer):
         self.annotate = PrivateAnnotator(cfg, info.num_classes, rng, ctx.ledger)
         self.query = query or self.query_teacher
         self.discriminator = self.teacher if method.discriminator == "teacher" else self.student
+        self.survival_seen = 0  # annotations whose top-k survival share a step has reported
 
     def step(self) -> dict[str, float]:
-        """One iteration of Alg. 1 (lines 3-6); returns its losses. ``method.update_order=generator_first``
-        (§III-B, last paragraph) updates the generator and its inputs first, then the student on samples
-        drawn anew from the trained inputs (annotated again)."""
+        """One iteration of Alg. 1 (lines 3-6); returns its losses and, where Eq. (5) answered, the share of this
+        step's answers in which the teacher's class survived the top-k rule (``topk_survival``, the progress log's).
+        ``method.update_order=generator_first`` (§III-B, last paragraph) updates the generator and its inputs first,
+        then the student on samples drawn anew from the trained inputs (annotated again)."""
         method = self.cfg.method
         if method.latents in ("resample", "resample_trained"):
             self.draw_latents()
@@ -251,7 +254,15 @@ class DPSDTrainer(Trainer):
         losses_now["student_loss"] = self.update_student(samples, targets)
         if updates_generator and method.update_order == "student_first":
             losses_now["generator_loss"] = self.update_generator(samples, targets)  # on the updated student
+        shares = self.survival_shares(self.survival_seen)
+        if shares:
+            losses_now[SURVIVAL] = torch.stack(shares).mean()
+            self.survival_seen += len(shares)
         return losses_now
+
+    def survival_shares(self, start: int = 0) -> list[Tensor]:
+        """Each Eq. (5) annotation's top-k survival share from the ``start``-th on (:mod:`dpsd.distill.survival`)."""
+        return self.annotate.survival[start:]
 
     def draw_latents(self) -> None:
         """Fresh z for this iteration (§III-B.1: "samples b Gaussian noise vectors"). Under ``resample_trained``
@@ -318,3 +329,10 @@ class DPSD(Method):
 
     def make_trainer(self, ctx: RunContext) -> DPSDTrainer:
         return DPSDTrainer(ctx)
+
+    def result(self, ctx: RunContext, trainer: Trainer, metrics: dict[str, float]) -> RunResult:
+        """The base result, with the top-k survival shares over the run and its tenths where Eq. (5) answered (the
+        annotator's: Alg. 1's, or DPDFD's direct training's, whose trainer has no generator loop)."""
+        result = super().result(ctx, trainer, metrics)
+        result.metrics.update(survival_metrics(trainer.annotate.survival))
+        return result

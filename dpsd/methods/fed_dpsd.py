@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from dpsd.data import DataInfo, split_labels, teacher_view
 from dpsd.distill.annotators import GRADIENT_NOTE, PrivateAnnotator, gradient_sensitivity
+from dpsd.distill.survival import survival_metrics
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, RunContext, RunResult, register_method
 from dpsd.methods.dpsd import DPSD, DPSDConfig, DPSDTrainer, check_dpsd_config, dpsd_releases, plan_dpsd_ledger
@@ -176,6 +177,16 @@ class FedClient:
     def ledger_events(self) -> list[PrivacyEvent]:
         return list(self.ledger.events)
 
+    def survival_shares(self, start: int = 0) -> list[Tensor]:
+        """This client's Eq. (5) top-k survival share of each annotation from the ``start``-th on."""
+        return self.annotate.survival[start:]
+
+
+def mean_over_clients(shares: list[list[Tensor]]) -> list[Tensor]:
+    """Each annotation's top-k survival share averaged over the clients (every client answers every annotation):
+    the share of the clients' answers in which the teacher's class survived."""
+    return [torch.stack(per_client).mean() for per_client in zip(*shares)]
+
 
 class LocalClients:
     """All clients in this process, asked one after the other."""
@@ -188,6 +199,9 @@ class LocalClients:
 
     def ledgers(self) -> list[list[PrivacyEvent]]:
         return [client.ledger_events() for client in self.clients]
+
+    def survival_shares(self, start: int = 0) -> list[Tensor]:
+        return mean_over_clients([client.survival_shares(start) for client in self.clients])
 
     def close(self) -> None:
         pass
@@ -213,6 +227,9 @@ class RayClients:
 
     def ledgers(self) -> list[list[PrivacyEvent]]:
         return self.ray.get([actor.ledger_events.remote() for actor in self.actors])
+
+    def survival_shares(self, start: int = 0) -> list[Tensor]:
+        return mean_over_clients(self.ray.get([actor.survival_shares.remote(start) for actor in self.actors]))
 
     def close(self) -> None:
         for actor in self.actors:
@@ -300,6 +317,11 @@ class FedDPSDTrainer(DPSDTrainer):
         super().__init__(ctx, query=FederatedQuery(ctx.cfg, clients, server))
         self.clients, self.partition_sizes = clients, partition_sizes
 
+    def survival_shares(self, start: int = 0) -> list[Tensor]:
+        """The clients' mean top-k survival share of each annotation from the ``start``-th on (each client's own
+        teacher against the student's top-k)."""
+        return self.clients.survival_shares(start)
+
     def close(self) -> None:
         self.clients.close()
 
@@ -333,14 +355,15 @@ class FedDPSD(Method):
         return FedDPSDTrainer(ctx, clients, server, [len(part) for part in parts])
 
     def result(self, ctx: RunContext, trainer: FedDPSDTrainer, metrics: dict[str, float]) -> RunResult:
-        """DPSD's result (``queries``: samples annotated, each answered by every client), with the
-        number of clients and the smallest client's records; the run's ledger is the worst client's
-        realised events (:func:`worst_client`) unless the server added the noise and recorded its own."""
+        """DPSD's result (``queries``: samples annotated, each answered by every client), with the top-k survival
+        shares (the clients' mean), the number of clients and the smallest client's records; the run's ledger is the
+        worst client's realised events (:func:`worst_client`) unless the server added the noise and recorded its own."""
         client_ledgers = trainer.clients.ledgers()
         if not server_noise(ctx.cfg):
             for event in worst_client(client_ledgers, float(ctx.cfg.privacy.delta)):
                 ctx.ledger.record(event)
         result = super().result(ctx, trainer, metrics)
+        result.metrics.update(survival_metrics(trainer.survival_shares()))
         result.metrics["clients"] = float(len(client_ledgers))
         result.metrics["smallest_client_records"] = float(min(trainer.partition_sizes))
         return result

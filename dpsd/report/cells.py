@@ -13,11 +13,13 @@ from typing import Any, Sequence
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from dpsd.distill import survival
 from dpsd.report.reference import parse_epsilon
 from dpsd.sweep.spec import group_label
 
 NOT_RUN, DATA_ABSENT, RUN = "not run", "data absent", "run"
 ENSEMBLE = "metrics.ensemble_test_accuracy"  # the teacher ensemble's clean-vote test accuracy (0-1), where a run logs it
+SURVIVAL = f"metrics.{survival.SURVIVAL}"  # the share of Eq. (5)'s answers whose teacher class was in the top-k (0-1)
 FIGURES = ("accuracy", "teacher_accuracy", "eps_claimed", "eps_rigorous", "delta")
 WORDS = ("neighbouring", "code_version", "hardware")
 """A run's words a report shows beside its figures."""
@@ -82,7 +84,8 @@ def _std(values: pd.Series) -> float:
 
 def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per cell group (a cell over its seeds): mean and sample std (ddof = 1) over the seeds
-    that finished; status ``run`` if any seed finished, else ``data absent`` if any was absent."""
+    that finished (``accuracy_std``, and ``<metric>_std`` for each ``metrics.*`` column); status ``run`` if any seed
+    finished, else ``data absent`` if any was absent."""
     groups = []
     for _, cells in frame.groupby("group", sort=False):
         done = cells[cells["status"] == RUN]
@@ -94,6 +97,8 @@ def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
         for name in [c for c in frame.columns if c in FIGURES or c == "wall_s" or c.startswith("metrics.")]:
             row[name] = _mean(done[name]) if len(done) else math.nan
         row["accuracy_std"] = _std(done["accuracy"]) if len(done) and "accuracy" in done else math.nan
+        for name in [c for c in frame.columns if c.startswith("metrics.")]:
+            row[f"{name}_std"] = _std(done[name]) if len(done) else math.nan
         for name in WORDS:  # the seeds' distinct values, e.g. two code versions
             row[name] = SEPARATORS.get(name, " ").join(sorted({str(v) for v in done.get(name, []) if v})) if len(done) else ""
         groups.append(row)

@@ -69,7 +69,8 @@ GENERATOR_SWAPS = tuple(key.partition(".")[2] for key, _, _, swaps_generator in 
 ONE_HOT = ("soft → one-hot labels{averaged} (R4 at privacy.k = the number of classes, whose top-k keeps every class, "
            "isolates it)")
 TOP_K_RULE = ("Eq. (5)'s top-k rule with the student as the label prior{each} (the teacher's class is used only "
-              "inside the student's top-k, else a class drawn from it: the rest of the drop)")
+              "inside the student's top-k, else a class drawn from it: the rest of the drop; a run's topk_survival is "
+              "the share of its answers the rule kept, and sweeps/dpsd_topk_survival.yaml runs R4 and R5 over k)")
 OUTPUT_STEP = ("the output step (the student learns its own outputs moved by γ_s along the teacher's bounded gradient, "
                "not the teacher's softmax; method.output_step_scale=inverse_bound, a labelled repair, isolates its size)")
 BOUND = "the gradient's bound β (privacy.bound=normalize as {equation}, or clip; R4's Setting gives β)"

@@ -164,9 +164,21 @@ def _ours(group: pd.Series) -> str:
     return DASH if mean is None else fmt_mean_std(mean, group.get("accuracy_std", math.nan)) + stale
 
 
+def _metric_text(group: pd.Series, metric: str) -> str:
+    """A run metric of :data:`~dpsd.report.trends.METRICS` as a percentage, mean ± sample std over the seeds that
+    recorded it (a dash where none did: not run, or run by code that did not record it)."""
+    column, factor, _ = METRICS[metric]
+    mean = as_number(group.get(column)) if group["status"] == RUN else None
+    if mean is None:
+        return DASH
+    std = as_number(group.get(f"{column}_std"))
+    return fmt_mean_std(factor * mean, math.nan if std is None else factor * std)
+
+
 def point_table(groups: pd.DataFrame, refs: pd.DataFrame, feeds: dict) -> pd.DataFrame:
     """One row per cell group: dataset, line, x (on an x axis; else the cell), ours (mean ± sample std, or "not
-    run"), seeds done / planned, both ε ledgers (the runs' means), and the paper's number and ε beside it."""
+    run"), each run metric ``feeds.metrics`` names (in percent, mean ± sample std), seeds done / planned, both ε
+    ledgers (the runs' means), and the paper's number and ε beside it."""
     x_key = feeds.get("x")
     rows = []
     ordered = groups.assign(_x=groups["x"].map(as_number)) if x_key else groups.assign(_x=0.0)
@@ -181,7 +193,9 @@ def point_table(groups: pd.DataFrame, refs: pd.DataFrame, feeds: dict) -> pd.Dat
             row |= {"Line": group["series"], str(x_key).split(".")[-1]: fmt_x(at) if at is not None else group["group"]}
         else:
             row |= {"Cell": group["group"] or "base"}
-        row |= {"Ours (%)": _ours(group), "Seeds": f"{group['seeds']}/{group['planned_seeds']}",
+        row |= {"Ours (%)": _ours(group)}
+        row |= {f"{METRICS[m][2].capitalize()} (%)": _metric_text(group, m) for m in feeds.get("metrics", [])}
+        row |= {"Seeds": f"{group['seeds']}/{group['planned_seeds']}",
                 "ε claimed": fmt_eps(group["eps_claimed"]) if done else DASH,
                 "ε rigorous": fmt_eps(group["eps_rigorous"]) if done else DASH,
                 "Paper": paper, "Paper's ε": paper_eps}
@@ -256,6 +270,8 @@ def section_markdown(spec, feeds: dict, groups: pd.DataFrame, refs: pd.DataFrame
         lines += [f"The paper states no trend for {', '.join(datasets) or 'these cells'} that this page checks.", ""]
     if len(groups):
         lines += [markdown_table(point_table(groups, refs, feeds)), "", LEGEND, ""]
+        lines += [f"{METRICS[m][2].capitalize()} (%): each run's `{m}`, mean ± sample std over the seeds that "
+                  "recorded it (—: none did)." for m in feeds.get("metrics", [])] + ([""] if feeds.get("metrics") else [])
     if figure:
         lines += [f"![{table_id}: {title}]({figure})", ""]
     beside = {(r["row"], r["dataset"], r["epsilon"], r["metric"]) for found in

@@ -41,7 +41,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from dpsd.report.cells import ENSEMBLE, RUN
+from dpsd.report.cells import ENSEMBLE, RUN, SURVIVAL
 from dpsd.report.tables import DASH, fmt_eps, switches
 
 CLAIMS_NAME = "sensitivity.csv"
@@ -53,6 +53,7 @@ CHANCE_POINTS = 5.0  # percentage points above chance (100 / classes) within whi
 METRICS = {  # claim metric -> (group column, factor to percent, words)
     "accuracy": ("accuracy", 1.0, "student accuracy"),
     "ensemble_test_accuracy": (ENSEMBLE, 100.0, "teacher-ensemble accuracy"),
+    "topk_survival": (SURVIVAL, 100.0, "top-k survival"),  # the teacher's class inside the student's top-k
     "eps_claimed": ("eps_claimed", 1.0, "ε claimed"),
     "eps_rigorous": ("eps_rigorous", 1.0, "ε rigorous"),
 }
