@@ -279,10 +279,11 @@ def test_dpsd_sweep_searches_at_the_specs_own_budget_unless_told(tmp_path, monke
     asked = []
     monkeypatch.setattr(sweep_study, "run_study", lambda spec, trials, scale, overrides, best, **_: asked.append(
         (trials, best)) or {"study": "tiny_study", "trials": trials, "best": [{}] * best, "repeats": best})
-    spec = str(study_specs(tmp_path) / "tiny_study.yaml")
-    assert cli.main(["sweep", spec, "--search", "optuna"]) == 0
-    assert cli.main(["sweep", spec, "--search", "optuna", "--trials", "3", "--best", "0"]) == 0
+    spec, store = str(study_specs(tmp_path) / "tiny_study.yaml"), f"results_dir={tmp_path / 'results'}"
+    assert cli.main(["sweep", spec, "--search", "optuna", store]) == 0
+    assert cli.main(["sweep", spec, "--search", "optuna", "--trials", "3", "--best", "0", store]) == 0
     assert asked == [(5, 1), (3, 0)]
+    assert (tmp_path / "results" / "optuna" / "tiny_study_smoke.log").exists()  # its journal in the store it named
     assert "its page: dpsd pages" in capsys.readouterr().out
 
 
