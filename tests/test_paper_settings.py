@@ -98,7 +98,7 @@ def test_the_paper_scale_gives_its_teacher_where_none_is_chosen():
     """The papers' ResNet-34 (teacher_scale/paper/) is torchvision's ResNet-34 with torchvision's own 7x7 stem, trained
     to the papers' 99.21% plus a 0.10-point margin on a validation cut of the private split: model/teacher=torchvision
     model.teacher.arch=resnet34 but for its stem and its recipe's length and target."""
-    assert {"dpsd", "dpsd_t", "fed_dpsd", "dfkd", "dpdfd", "dp_dfd"} <= set(TEACHER_SCALED)
+    assert {"dpsd", "dpsd_t", "fed_dpsd", "dfkd", "dpdfd", "dp_dfd", "teacher"} <= set(TEACHER_SCALED)
     for method in TEACHER_SCALED:
         cfg = compose([f"method={method}", "dataset=mnist", "scale=paper"])
         named = compose([f"method={method}", "dataset=mnist", "scale=paper", "model/teacher=torchvision",
