@@ -228,3 +228,27 @@ def test_a_number_another_paper_table_contradicts_names_its_source_and_the_other
         "88.20 (DPSD Table I, dpsd.txt:173, a sparse row (4 values under 8 columns); "
         "DPDFD Table 2 prints 73.60 (dpdfd.md:193))")
     assert rows.set_index("ε (paper)").loc["10", "Paper"] == "97.40"  # another table agreeing is not named
+
+
+def test_each_verdict_row_names_the_runs_it_reads():
+    """The Runs column: each seed's run id (its first 8 characters) of the group the row reads; a row nothing ran
+    names none."""
+    import pandas as pd
+
+    from dpsd.config import compose
+    from dpsd.report.cells import RUN
+    from dpsd.report.verdict import verdict_rows
+
+    dgd = {"method": "dgd", "dataset": "mnist", "delta": "1e-05", "metric": "accuracy", "row": "DGD", "paper": "dpsd",
+           "table": "DPSD Table I"}
+    refs = _reference([{**dgd, "epsilon": "1", "value": "88.20"}, {**dgd, "epsilon": "10", "value": "97.40"}])
+    cfg = compose(["method=dgd", "dataset=mnist"])
+    groups = pd.DataFrame([
+        {"method": "dgd", "dataset": "mnist", "epsilon": 1.0, "status": RUN, "seeds": 2, "overrides": {}, "config": cfg,
+         "accuracy": 50.0, "accuracy_std": 1.0, "eps_claimed": 1.0, "eps_rigorous": float("inf"),
+         "neighbouring": "teacher_partition", "code_version": "", "run_ids": ["640d98fa0123", "54234b6f4567"]},
+        {"method": "dgd", "dataset": "mnist", "epsilon": 10.0, "status": "not run", "seeds": 0, "overrides": {},
+         "config": None, "accuracy": float("nan"), "run_ids": []}])
+    rows = verdict_rows(refs, groups, "results/ladder.md").set_index("ε (paper)")
+    assert rows.loc["1", "Runs"] == "640d98fa 54234b6f"
+    assert rows.loc["10", "Runs"] == "—"
