@@ -152,6 +152,7 @@ def compose_run(overrides: list[str]):
 
 def cmd_run(args: list[str]) -> None:
     from dpsd.experiment import run_experiment
+    from dpsd.tracking import whole_run_wall
 
     parser = _parser("run", "train, evaluate, account and record one run")
     parser.add_argument("--json", metavar="PATH", help="also write the run summary (every metric, both ledgers) as JSON")
@@ -168,6 +169,7 @@ def cmd_run(args: list[str]) -> None:
     try:
         try:
             summary = run_experiment(cfg)
+            summary["metrics"].update(whole_run_wall(summary["metrics"]))  # as recorded, tracked or not
         except KeyboardInterrupt:
             left = interrupted_run(cfg)
             progress.keep(f"interrupted: {left}")

@@ -158,11 +158,14 @@ def record_run(
     """Log one finished run.
 
     ``models`` are the *releasable* models only (student, generator): the teacher and any private
-    data stay in the teacher cache, outside the tracked artifacts. A tracking server that does not
+    data stay in the teacher cache, outside the tracked artifacts. The wall times are the whole run's
+    (:func:`whole_run_wall`, written back into ``metrics``), and a new MLflow run starts when the run did
+    (``time_total_s`` before it is logged), so its span in MLflow's UI is the run's. A tracking server that does not
     answer when the run is logged gets the run written to :func:`fallback_config`'s store instead,
     tagged with the URI it was meant for (``dpsd sync`` copies it there). ``tracking.run_id`` (a
     sweep cell's claim) is logged into rather than a new run.
     """
+    metrics.update(whole_run_wall(metrics))  # the summary a caller returns shares the dict: it says the same
     # the version a sweep reads to tell a current run from a stale one (dpsd.version)
     tags = {**(tags or {}), METHOD_CODE_VERSION: method_code_version(str(cfg.method.name))}
     uri = tracking_uri(cfg)
@@ -209,7 +212,7 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) 
         run_id = into
         client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
     else:
-        run_id = client.create_run(experiment_id, tags=tags).info.run_id
+        run_id = client.create_run(experiment_id, start_time=run_start_ms(metrics), tags=tags).info.run_id
     now = int(time.time() * 1000)
     params = [Param(k, str(v)) for k, v in flatten(OmegaConf.to_container(cfg, resolve=True))]
     values = [Metric(k, v, now, 0) for k, v in finite_metrics({**metrics, LOAD_METRIC: load_per_core()}).items()]
@@ -226,6 +229,28 @@ def _record_run_once(cfg, store, metrics, privacy, models, samples, tags, into) 
         client.log_artifacts(run_id, str(folder))
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+RESUMED_BEFORE = "train_s_before_resume"
+"""The metric a run resumed from a checkpoint carries: its training seconds before the resume (dpsd.methods.base)."""
+SINCE_RESUME = "time_since_resume_s"
+"""The metric that keeps a resumed run's last process's wall seconds, once ``time_total_s`` counts the whole run."""
+
+
+def whole_run_wall(metrics: dict[str, float]) -> dict[str, float]:
+    """A resumed run's wall times as the whole run's: ``time_total_s`` (this process's seconds, from the driver) plus
+    the training before the resume (:data:`RESUMED_BEFORE`), the process's own kept as :data:`SINCE_RESUME`
+    (``time_train_s`` already counts it). Empty for a run that was not resumed, or whose times are already whole."""
+    if RESUMED_BEFORE not in metrics or SINCE_RESUME in metrics or "time_total_s" not in metrics:
+        return {}
+    process = float(metrics["time_total_s"])
+    return {"time_total_s": process + float(metrics[RESUMED_BEFORE]), SINCE_RESUME: process}
+
+
+def run_start_ms(metrics: dict[str, float], now: float | None = None) -> int:
+    """When the run began, in MLflow's milliseconds: now less its whole wall (``time_total_s``; now without one)."""
+    now = time.time() if now is None else now
+    return int((now - float(metrics.get("time_total_s", 0.0))) * 1000)
 
 
 def hardware_text() -> str:

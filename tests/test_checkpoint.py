@@ -11,6 +11,7 @@ from dpsd.config import compose, config_hash, resolve_paths
 from dpsd.experiment import resolve_run
 from dpsd.errors import ConfigError
 from dpsd.experiment import checkpointer, run_experiment
+from dpsd.tracking import whole_run_wall
 
 DAFL_SMALL = ["method=dafl", "tracking=none", "method.iterations=6", "method.batch_size=16",
               "model.teacher.recipe.steps=20"]
@@ -53,6 +54,9 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_unbroken_one(tm
     assert resumed["resumed_after_step"] == 4 and unbroken["resumed_after_step"] == 0
     # the wall time counts the four steps trained before the kill, too
     assert resumed["train_s_before_resume"] == state["train_seconds"] < resumed["time_train_s"]
+    # as recorded (dpsd.tracking.record_run) and as `dpsd run` prints it: time_total_s is the whole run's
+    whole = {**resumed, **whole_run_wall(resumed)}
+    assert whole["time_train_s"] <= whole["time_total_s"] == whole["time_since_resume_s"] + whole["train_s_before_resume"]
     for name in ("student_test_accuracy", "final_student_loss", "final_generator_loss", "queries", "eps_rigorous"):
         assert resumed[name] == unbroken[name], name
     assert not saved.exists()  # the run is kept: its checkpoint is deleted

@@ -495,3 +495,6 @@ def test_a_resumed_runs_minutes_count_the_training_before_its_resume():
     assert wall_seconds(pd.Series({"metrics.time_total_s": 1200.0, "metrics.train_s_before_resume": 48000.0})) == 49200.0
     assert wall_seconds(pd.Series({"metrics.time_total_s": 1200.0, "metrics.train_s_before_resume": float("nan")})) == 1200.0
     assert wall_seconds(pd.Series({"metrics.time_total_s": 1200.0})) == 1200.0
+    # a run recorded since time_total_s counts the training before its resume: read as it is
+    assert wall_seconds(pd.Series({"metrics.time_total_s": 49200.0, "metrics.train_s_before_resume": 48000.0,
+                                   "metrics.time_since_resume_s": 1200.0})) == 49200.0

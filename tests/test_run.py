@@ -29,6 +29,8 @@ def test_run_records_one_mlflow_run_with_metrics_both_ledgers_and_releasable_art
                    "time_train_s", "time_total_s"):
         assert not math.isnan(run[f"metrics.{metric}"]), metric
     assert 0 < run["metrics.time_train_s"] <= run["metrics.time_total_s"]
+    # the MLflow run spans the run (data, teacher, training, evaluation, recording), not its recording alone
+    assert (run["end_time"] - run["start_time"]).total_seconds() >= run["metrics.time_total_s"] - 0.01
     written = json.loads((tmp_path / "out" / "run.json").read_text())  # --json: the same summary, for scripts
     assert written["run_id"] == run["run_id"]
     assert written["metrics"]["student_test_accuracy"] == pytest.approx(run["metrics.student_test_accuracy"])

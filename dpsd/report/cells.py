@@ -66,10 +66,12 @@ def cell_frame(cells: Sequence[Any], configs: Sequence[DictConfig], runs: pd.Dat
 
 
 def wall_seconds(run: pd.Series) -> float:
-    """A run's wall seconds: its last process's (``time_total_s``) plus the training before a resume, where it was
-    resumed from a checkpoint (``train_s_before_resume``): the whole run, not its last segment."""
-    before = run.get("metrics.train_s_before_resume", math.nan)
-    return float(run.get("metrics.time_total_s", math.nan)) + (0.0 if pd.isna(before) else float(before))
+    """A run's wall seconds, the whole run's: ``time_total_s``, which counts the training before a resume where the
+    run says so (``time_since_resume_s``, :func:`dpsd.tracking.whole_run_wall`); a resumed run recorded before it did
+    gets that training (``train_s_before_resume``) added here."""
+    total = float(run.get("metrics.time_total_s", math.nan))
+    before, since = run.get("metrics.train_s_before_resume", math.nan), run.get("metrics.time_since_resume_s", math.nan)
+    return total + (0.0 if pd.isna(before) or not pd.isna(since) else float(before))
 
 
 def _mean(values: pd.Series) -> float:
