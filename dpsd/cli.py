@@ -168,7 +168,8 @@ def cmd_run(args: list[str]) -> None:
         progress.keep(note)
     try:
         try:
-            summary = run_experiment(cfg)
+            with progress.keep_alive(f"dpsd run {cfg.method.name}"):
+                summary = run_experiment(cfg)
             summary["metrics"].update(whole_run_wall(summary["metrics"]))  # as recorded, tracked or not
         except KeyboardInterrupt:
             left = interrupted_run(cfg)

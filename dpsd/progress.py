@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +20,8 @@ from typing import TextIO
 
 _CELL = {"label": ""}
 _FILE: dict[str, Path | None] = {"path": None}
+_LAST = {"time": time.monotonic(), "final": False}
+"""When this process printed its last progress line, and whether that line was a phase's last step."""
 UNCHANGED_LINES = 10
 """After this many lines with the same printed values, each further one says since which step they have not changed."""
 
@@ -73,6 +77,7 @@ class ProgressLog:
         line = f"{desc}: step {where}, {now - self.start:.0f} s {values}{self._unchanged(values, done)}".rstrip()
         print(line, file=self.stream, flush=True)
         keep(line)
+        _LAST.update(time=now if self.clock is time.monotonic else time.monotonic(), final=done == self.total)
 
     def _unchanged(self, values: str, done: int) -> str:
         """`` (unchanged since step N)`` once ``values`` is the same on :data:`UNCHANGED_LINES` lines in a row."""
@@ -117,3 +122,37 @@ def is_terminal(stream: TextIO | None = None) -> bool:
         return False
     stream = stream or sys.stdout
     return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def quiet_line(desc: str, since: float, final: bool) -> str:
+    """What :func:`keep_alive` prints after ``since`` seconds with no progress line; ``final``: the last line was a
+    phase's last step (the run's training may be done: its privacy accounting, its evaluation on the test split and
+    its recording follow, minutes on a loaded machine)."""
+    after = " after its last step: accounting, evaluating the student, recording" if final else ""
+    return f"{desc}: still running, {since:.0f} s since its last progress line{after}"
+
+
+@contextmanager
+def keep_alive(desc: str, quiet: float = 60.0, stream: TextIO | None = None):
+    """While the block runs: after every ``quiet`` seconds with no progress line, one line saying the run is alive
+    (:func:`quiet_line`), on ``stream`` (stdout) and in the :func:`log_to` file, so a terminal and a log never sit
+    silent for minutes (the evaluation and recording after a run's last step print no step of their own)."""
+    stop = threading.Event()
+    _LAST.update(time=time.monotonic(), final=False)
+
+    def watch() -> None:
+        while not stop.wait(min(quiet, 5.0)):
+            since = time.monotonic() - _LAST["time"]
+            if since >= quiet:
+                line = quiet_line(desc, since, bool(_LAST["final"]))
+                print(line, file=stream or sys.stdout, flush=True)
+                keep(line)
+                _LAST["time"] = time.monotonic()
+
+    thread = threading.Thread(target=watch, name="dpsd-keep-alive", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

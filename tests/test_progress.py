@@ -88,3 +88,27 @@ def test_a_printed_line_reads_back_with_its_cell_step_seconds_and_values():
     assert lines[-1] == Line("dafl", "method=dafl seed=0", 4, 4, 93, {"student_loss": -0.0, "generator_loss": -2.936})
     assert read_line("dafl members: step 12, 30 s") == Line("dafl members", "", 12, 0, 30, {})
     assert read_line("dpsd: resumed from x.pt after step 100") is None
+
+
+def test_a_quiet_run_says_it_is_alive_and_what_follows_its_last_step(tmp_path):
+    """keep_alive: after `quiet` seconds with no progress line, one line on the stream and in the log file; after a
+    phase's last step it names what follows (accounting, evaluation, recording); a progress line resets the wait."""
+    import io
+    import time
+
+    from dpsd import progress
+
+    out, log = io.StringIO(), tmp_path / "run.log"
+    progress.log_to(log)
+    try:
+        with progress.keep_alive("dpsd run dafl", quiet=0.2, stream=out):
+            progress.ProgressLog("dafl", total=2, stream=io.StringIO()).update(1, {"loss": 1.0})  # the last step
+            time.sleep(5.6)
+    finally:
+        progress.log_to(None)
+    lines = out.getvalue().splitlines()
+    assert lines and all(line.startswith("dpsd run dafl: still running, ") for line in lines)
+    assert lines[0].endswith("s since its last progress line after its last step: accounting, evaluating the student, "
+                             "recording")
+    assert set(lines) <= set(log.read_text().splitlines())
+    assert progress.quiet_line("x", 61.2, False) == "x: still running, 61 s since its last progress line"

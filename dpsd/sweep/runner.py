@@ -42,6 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import compose, resolve_device, resolve_paths
 from dpsd.errors import ConfigError, Fault
 from dpsd.experiment import resolve_run, run_experiment
+from dpsd.progress import keep_alive
 from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys, with_seeds
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_versions, cell_tags, claim_cell, client_for,
@@ -162,7 +163,7 @@ def run_cell(config: dict, cells: dict[str, dict]) -> None:
             tune.report({"outcome": "skipped"})
             return
         cfg.tracking.run_id = claim
-        with heartbeat(client, claim, cell["claim_timeout"] / 4):
+        with heartbeat(client, claim, cell["claim_timeout"] / 4), keep_alive(f"{cfg.method.name} [{cell['tags']['cell']}]"):
             summary = run_experiment(cfg)  # a trial's stdout is no terminal: progress lines go to its Ray log
     except Exception as err:  # out of memory, disk full, NaN loss, tracking server gone: the cell failed
         reason = _tracking_problem(cell) or one_line(err)
