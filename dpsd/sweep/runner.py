@@ -52,7 +52,7 @@ from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_
 from dpsd.threads import set_threads, worker_env
 from dpsd.version import method_code_version
 from dpsd.sweep.summary import summarize
-from dpsd.sweep.timing import (Progress, Timing, archived_timings, estimate, register, stored_timings, this_hardware,
+from dpsd.sweep.timing import (Progress, Timing, archived_timings, estimate, gpu_classes, register, stored_timings, this_hardware,
                                tune_callback)
 
 CLAIM_TIMEOUT = 120.0  # seconds without a heartbeat after which a claim is taken over
@@ -469,8 +469,11 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
             to_run = {c.config_hash: (c, p.summary["scale"]) for p in reversed(plans) for c in p.cells
                       if p.status[c.config_hash] == "to_run"}
             resources = local_resources(cpus_per_trial, gpus_per_trial)
-            progress.estimate_line = estimate(list(to_run.values()), timings, this_hardware(), resources.concurrent,
-                                              _where(address)).line()
+            here = this_hardware()
+            progress.estimate_line = "\n".join([
+                estimate(list(to_run.values()), timings, here, resources.concurrent, _where(address)).line(),
+                *(estimate(list(to_run.values()), timings, gpu, 1, "a recorded GPU machine's").line()
+                  for gpu in gpu_classes(timings, here))])
         for plan in plans:
             plan.status.update({c.config_hash: "failed" for c, _ in plan.pending if c.label in plan.reasons})
         return [summarize(p.summary, p.cells, p.status, p.reasons) for p in plans]

@@ -44,6 +44,17 @@ def this_hardware() -> str:
     return hardware_class(hardware_text())
 
 
+def gpu_classes(timings: Iterable["Timing"], besides: str) -> list[str]:
+    """The GPU classes of hardware (a tag naming no ``no GPU``) that ``timings`` were recorded on, other than
+    ``besides`` (this machine's), most runs first: where a dry run also prices the cells (a GPU, for a machine without
+    one)."""
+    counts: dict[str, int] = {}
+    for timing in timings:
+        if timing.hardware and "no GPU" not in timing.hardware and timing.hardware != besides:
+            counts[timing.hardware] = counts.get(timing.hardware, 0) + 1
+    return sorted(counts, key=lambda hardware: -counts[hardware])
+
+
 @dataclass(frozen=True)
 class Timing:
     """One recorded run's wall time and what it is compared on."""
@@ -134,7 +145,7 @@ class Estimate:
         if not self.cells:
             return "estimate: nothing to run"
         at_once = f"{self.concurrent} trial{'s' if self.concurrent != 1 else ''} at a time"
-        if self.where != "this machine's":
+        if self.where == "the driver's":
             at_once += "; the cluster's nodes may differ"
         if self.seconds is None:
             text = (f"estimate: none: no recorded run of these cells' methods on {self.where} class of hardware "
