@@ -289,8 +289,9 @@ def test_dpsd_sweep_searches_at_the_specs_own_budget_unless_told(tmp_path, monke
     monkeypatch.setattr(sweep_study, "run_study", lambda spec, trials, scale, overrides, best, **_: asked.append(
         (trials, best)) or {"study": "tiny_study", "trials": trials, "best": [{}] * best, "repeats": best})
     spec = str(study_specs(tmp_path) / "tiny_study.yaml")
-    assert cli.main(["sweep", spec, "--search", "optuna"]) == 0
-    assert cli.main(["sweep", spec, "--search", "optuna", "--trials", "3", "--best", "0"]) == 0
+    store = f"results_dir={tmp_path / 'results'}"  # the journal it keeps goes there, not into the checkout
+    assert cli.main(["sweep", spec, "--search", "optuna", store]) == 0
+    assert cli.main(["sweep", spec, "--search", "optuna", "--trials", "3", "--best", "0", store]) == 0
     assert asked == [(5, 1), (3, 0)]
     assert "its page: dpsd pages" in capsys.readouterr().out
 

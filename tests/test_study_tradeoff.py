@@ -143,3 +143,5 @@ def test_a_trade_off_study_page_draws_its_front_beside_the_frontier_and_keeps_bo
     assert "## The Pareto front" in page and "![study_smoke_pareto](figures/study_smoke_pareto.png)" in page
     assert (tmp_path / "figures" / "study_smoke_pareto.png").stat().st_size > 0
     assert "## Which hyper-parameters matter" not in page and math.isfinite(runs["eps_rigorous"].sum())
+    # beside it: the frontier page of results/pages.yaml (not the headline, which shares feeds.frontier)
+    assert "Beside it, the frontier page (results/frontier.md: mnist at laptop sizes): no point of dpsd" in page

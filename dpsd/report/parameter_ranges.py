@@ -140,7 +140,8 @@ def shared_table(points: pd.DataFrame) -> pd.DataFrame:
     range (a dash where no trial fell), and the spread of those means."""
     thirds = ["low third", "middle third", "high third"]
     rows = []
-    for (key, study), at in points.groupby(["parameter", "study"], sort=False):
+    ordered = points.sort_values("parameter", kind="stable", key=lambda keys: keys.map(list(dict.fromkeys(keys)).index))
+    for (key, study), at in ordered.groupby(["parameter", "study"], sort=False):
         part = (at["normalised"] * BINS).astype(int).clip(upper=BINS - 1)
         means = at.groupby(part)[SELECTION].mean()
         rows.append({"Parameter": f"`{key}`", "Study": study, "Method": at["method"].iloc[0], "Trials": len(at),

@@ -3,8 +3,8 @@ rigorous down: :mod:`dpsd.sweep.objectives`), its Pareto front drawn beside the 
 
 The front is the search trials no other search trial beats on both objectives at once
 (:func:`dpsd.sweep.objectives.pareto_front`, the rule the search used to pick the configurations it ran again). The
-frontier page's points are the cell groups of the spec with ``feeds.frontier`` that ``results/pages.yaml`` renders on
-a page of its own (the frontier page, at that page's scale), read from the same runs: each method's accuracy mean over seeds at its
+frontier page's points are the cell groups of the frontier spec (:data:`FRONTIER`) at the scale its page in
+``results/pages.yaml`` is rendered at, read from the same runs: each method's accuracy mean over seeds at its
 mean eps rigorous (:func:`frontier_points`). The two panels share the accuracy axis and the eps axis's scale; they
 are not one experiment (the page says which dataset and budget each is), so the frontier is beside the front, not
 on it."""
@@ -40,23 +40,25 @@ def front_trials(spec: Spec, runs: pd.DataFrame) -> pd.DataFrame:
         drop=True)
 
 
+FRONTIER = "frontier"
+"""The frontier page's spec (``sweeps/frontier.yaml``: every method's accuracy against eps rigorous, the page
+``results/frontier.md``); the headline shares its ``feeds.frontier`` switch but is the papers' tables."""
+
+
 def frontier_points(history: pd.DataFrame, manifest: Path, specs_dir: Path,
                     overrides: Sequence[str] = ()) -> tuple[pd.DataFrame, str]:
     """The frontier page's points: the finished cell groups (method, dataset, accuracy mean and sample std over
-    seeds, mean eps rigorous, seeds) of the first page in ``manifest`` (``results/pages.yaml``) that renders one spec
-    with ``feeds.frontier`` and fills no README (the frontier page, not the headline), at that page's scale, read
-    from ``history``; and the words naming them. Empty where there is no such page or no run of it."""
+    seeds, mean eps rigorous, seeds) of the :data:`FRONTIER` spec at the scale of its page in ``manifest``
+    (``results/pages.yaml``), read from ``history``; and the words naming them. Empty where the manifest lists no
+    such page or no run of it is there."""
     from dpsd.report.pages import load_pages
-    from dpsd.report.render import spec_paths
 
     empty = pd.DataFrame(columns=["method", "dataset", "accuracy", "accuracy_std", EPS, "seeds"])
-    pages = load_pages(manifest, specs_dir) if Path(manifest).is_file() else []
-    found = [(page, load_spec(path)) for page in pages if len(page.only) == 1 and page.readme is None
-             for path in spec_paths(specs_dir, page.only)]
-    found = [(page, spec) for page, spec in found if spec.feeds.get("frontier")]
-    if not found:
+    pages = [page for page in (load_pages(manifest, specs_dir) if Path(manifest).is_file() else [])
+             if page.only == (FRONTIER,)]
+    if not pages:
         return empty, "no frontier page"
-    page, spec = found[0]
+    page, spec = pages[0], load_spec(Path(specs_dir) / f"{FRONTIER}.yaml")
     datasets = ", ".join(spec.feeds.get("datasets", [])) or "every dataset"
     words = f"the frontier page ({page.markdown.as_posix()}: {datasets} at {page.scale} sizes)"
     if history.empty:
