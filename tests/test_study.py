@@ -98,6 +98,10 @@ def test_importance_names_the_hyper_parameter_that_decides_and_the_best_configur
     assert "| 9 | repeat | 1 | 0.9 | 0.001 | 89.00 | 87.00 | 12.5 | x1 | store |" in page
     assert (tmp_path / "figures" / "study_smoke_parallel.png").stat().st_size > 0  # named for the spec and the scale
     assert (tmp_path / "figures" / "study_smoke_pair.png").stat().st_size > 0
+    for kind in ("history", "slice"):  # Optuna's optimisation history and slices, linked from the page
+        assert (tmp_path / "figures" / f"study_smoke_{kind}.png").stat().st_size > 0
+        assert f"](figures/study_smoke_{kind}.png)" in page
+    assert "Across its range, `method.student_lr` moves the mean selection accuracy most" in page
 
 
 def test_a_study_too_flat_to_rank_says_so_in_one_line_and_counts_its_trials_at_chance(tmp_path):
@@ -109,7 +113,10 @@ def test_a_study_too_flat_to_rank_says_so_in_one_line_and_counts_its_trials_at_c
     page = study_markdown(spec, flat, tmp_path)
     assert "The study is too flat to rank: its 8 search trials' selection accuracies leave fANOVA no variance" in page
     assert "10 of the 10 trials (100%) score within 1 point of chance (10.00%, 10 classes)" in page
-    assert "## Every trial" in page and not (tmp_path / "figures").exists()
+    assert "## Every trial" in page and "the study is flat: its contour and parallel coordinates" in page
+    drawn = sorted(path.name for path in (tmp_path / "figures").iterdir())
+    assert drawn == ["study_smoke_history.png", "study_smoke_slice.png"]  # a flat history and slices, no contour
+    assert "No parameter moves the mean selection accuracy between its bins" in page
     assert "| too flat to rank | — |" in sensitivity_markdown([(spec, flat)])
     assert "No trial scores within 1 point of chance" in study_markdown(spec, made_up_runs(), tmp_path)
 
@@ -151,7 +158,8 @@ def test_a_trial_records_its_run_scored_on_both_halves_and_reports_the_selection
     study = {"name": "s", "base": ["method=dpsd", "privacy=label", *TINY, f"results_dir={results}"], "seed": 0,
              "threads": 1, "scale": "smoke"}
     study_trial({"method.student_lr": 0.003, "method.latents": "resample"}, study)
-    assert set(reported[0]) == {SELECTION, "run_id"}, reported
+    assert set(reported[0]) == {SELECTION, "eps_rigorous", "run_id"}, reported  # the two objectives a study may use
+    assert 0 < reported[0]["eps_rigorous"] < float("inf")
     run = MlflowClient(f"sqlite:///{results / 'mlflow.db'}").get_run(reported[0]["run_id"])
     assert run.data.tags["study"] == "s" and run.data.tags["study_phase"] == "search"
     # a cell as a sweep's is, done once both halves are logged: the runs archive keeps it
@@ -166,6 +174,7 @@ def test_a_trial_records_its_run_scored_on_both_halves_and_reports_the_selection
     assert again.data.tags["study_phase"] == "repeat" and again.data.params["seed"] == "1"
     study_trial({"method.student_lr": "not a number"}, study)  # a failed trial is reported, not raised
     assert reported[2][SELECTION] == float("-inf") and "student_lr" in reported[2]["reason"]
+    assert reported[2]["eps_rigorous"] == float("inf")  # worst on both objectives
     rows = load_history(f"sqlite:///{results / 'mlflow.db'}", "dpsd")
     assert sorted(zip(rows["study_phase"], rows["study_seed"])) == [("repeat", "1"), ("search", "0")]
     assert set(rows["run_id"]) == {reported[0]["run_id"], reported[1]["run_id"]}
@@ -279,7 +288,8 @@ def test_dpsd_sweep_searches_at_the_specs_own_budget_unless_told(tmp_path, monke
     asked = []
     monkeypatch.setattr(sweep_study, "run_study", lambda spec, trials, scale, overrides, best, **_: asked.append(
         (trials, best)) or {"study": "tiny_study", "trials": trials, "best": [{}] * best, "repeats": best})
-    spec, store = str(study_specs(tmp_path) / "tiny_study.yaml"), f"results_dir={tmp_path / 'results'}"
+    spec = str(study_specs(tmp_path) / "tiny_study.yaml")
+    store = f"results_dir={tmp_path / 'results'}"  # the journal it keeps goes there, not into the checkout
     assert cli.main(["sweep", spec, "--search", "optuna", store]) == 0
     assert cli.main(["sweep", spec, "--search", "optuna", "--trials", "3", "--best", "0", store]) == 0
     assert asked == [(5, 1), (3, 0)]

@@ -1,6 +1,9 @@
 """A hyper-parameter study's page: which hyper-parameters matter (Optuna's fANOVA over three seeds of its forest, and
-PED-ANOVA), a parallel-coordinates plot of every trial, accuracy over the two that matter most, and the best
-configuration with its held-out accuracy mean ± sample std over seeds.
+PED-ANOVA), the search's history, a slice per hyper-parameter, a parallel-coordinates plot of every trial, accuracy
+over the two that matter most (:mod:`dpsd.report.study_figures`), the accuracy across each parameter's range
+(:mod:`dpsd.report.parameter_ranges`), and the best configuration with its held-out accuracy mean ± sample std over
+seeds. A study with two objectives (accuracy and eps rigorous: :mod:`dpsd.sweep.objectives`) gets the trade-off's
+page instead (:mod:`dpsd.report.pareto`).
 
 The trials are the recorded runs tagged ``study`` (:mod:`dpsd.sweep.study`), read as every page reads its runs: the
 MLflow store merged with the runs archive (:func:`dpsd.report.runs.load_history`; ``results/runs.csv`` keeps each
@@ -27,9 +30,11 @@ from typing import Sequence
 
 import pandas as pd
 
-from dpsd.report.figures import PNG_METADATA
+from dpsd.report.parameter_ranges import range_lines, shared_lines
 from dpsd.report.runs import latest_per_cell, load_history, read_archive, store_words, write_archive
+from dpsd.report.study_figures import study_figures
 from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, markdown_table, page_scale_line
+from dpsd.sweep.objectives import is_multi_objective, study_directions
 from dpsd.sweep.study import HELD_OUT, SELECTION, search_block, study_budget
 from dpsd.sweep.spec import Spec
 
@@ -64,9 +69,10 @@ def study_runs(history: pd.DataFrame, name: str, scale: str | None = None) -> pd
 
 
 def optuna_study(spec: Spec, runs: pd.DataFrame, phase: str = "search", storage=None, name: str | None = None):
-    """The trials of ``phase`` as an Optuna study (maximising selection accuracy) over the spec's ranges, in memory or
-    in ``storage`` as study ``name``; each trial keeps its run id, seed, held-out accuracy and eps rigorous as user
-    attributes."""
+    """The trials of ``phase`` as an Optuna study over the spec's ranges, in memory or in ``storage`` as study
+    ``name``, with the spec's objectives (:func:`dpsd.sweep.objectives.study_directions`: the selection accuracy
+    maximised, and where the spec names it eps rigorous minimised); each trial keeps its run id, seed, held-out
+    accuracy and eps rigorous as user attributes."""
     import optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -78,10 +84,12 @@ def optuna_study(spec: Spec, runs: pd.DataFrame, phase: str = "search", storage=
 
     space = {key: distribution(kind, args) for key, (kind, args) in search_block(spec).items()}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", storage=storage, study_name=name)
+    directions = study_directions(spec.name, spec.directions)
+    study = optuna.create_study(directions=[direction for _, direction in directions], storage=storage,
+                                study_name=name)
     for _, row in runs[runs["phase"] == phase].iterrows():
         study.add_trial(optuna.trial.create_trial(
-            params=json.loads(row["params"]), distributions=space, value=row[SELECTION],
+            params=json.loads(row["params"]), distributions=space, values=[row[objective] for objective, _ in directions],
             user_attrs={"run_id": row["run_id"], "seed": int(row["seed"]), HELD_OUT: float(row[HELD_OUT]),
                         "eps_rigorous": float(row["eps_rigorous"])}))
     return study
@@ -227,36 +235,6 @@ def sources_sentence(runs: pd.DataFrame) -> str:
             "archive's, read as one study; the table of trials says which is which.")
 
 
-def study_figures(study, importance: pd.DataFrame, folder: Path, stem: str) -> list[Path]:
-    """The parallel-coordinates plot of the search, and the selection accuracy over the two most important
-    hyper-parameters (Optuna's matplotlib plots), as PNGs ``<stem>_parallel.png`` and ``<stem>_pair.png`` in
-    ``folder``."""
-    import warnings
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from optuna.exceptions import ExperimentalWarning
-    from optuna.visualization import matplotlib as plots
-
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    with warnings.catch_warnings(), matplotlib.rc_context():  # Optuna's plots set the ggplot style: kept to them
-        warnings.simplefilter("ignore", ExperimentalWarning)
-        drawn = [("parallel", plots.plot_parallel_coordinate(study, target_name="selection accuracy (%)"))]
-        if len(importance) >= 2:
-            pair = list(importance["Hyper-parameter"][:2])
-            drawn.append(("pair", plots.plot_contour(study, params=pair, target_name="selection accuracy (%)")))
-    for kind, axes in drawn:
-        figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure
-        path = folder / f"{stem}_{kind}.png"
-        figure.savefig(path, dpi=110, bbox_inches="tight", metadata=PNG_METADATA)
-        plt.close(figure)
-        out.append(path)
-    return out
-
-
 def study_command(spec: Spec, scale: str = "smoke") -> str:
     """The command that runs ``spec``'s study at ``scale`` at its own budget (:func:`dpsd.sweep.study.study_budget`)."""
     trials, best = study_budget(spec)
@@ -274,10 +252,15 @@ def _head(title: str, intro: Sequence[str]) -> list[str]:
 
 
 def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path, scale: str = "smoke", title: str | None = None,
-                   intro: Sequence[str] = ()) -> str:
+                   intro: Sequence[str] = (), history: pd.DataFrame | None = None,
+                   overrides: Sequence[str] = ()) -> str:
     """The study's page (figures written under ``out/figures``, named for the spec and ``scale``), headed ``title``
-    (default: ``Study: <name>``) and the ``intro`` lines."""
-    from dpsd.report.render import artifact_stem
+    (default: ``Study: <name>``) and the ``intro`` lines; a study with two objectives gets the trade-off's page
+    (:func:`dpsd.report.pareto.pareto_lines`, beside the frontier page's points read from ``history``, the store
+    ``overrides`` name and the archive)."""
+    from dpsd.report.pages import DEFAULT_PAGES
+    from dpsd.report.pareto import pareto_lines
+    from dpsd.report.render import DEFAULT_SPECS, artifact_stem
 
     search = runs[runs["phase"] == "search"]
     ranges = "; ".join(f"`{k}` {kind} {args}" for k, (kind, args) in search_block(spec).items())
@@ -286,10 +269,16 @@ def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path, scale: str = "smok
         return "\n".join(lines + [f"Not run yet: run `{study_command(spec, scale)}`, then `dpsd pages` (or `dpsd "
                                   f"report --study {spec.name}`) renders this page from its runs. Ranges: {ranges}.",
                                   ""])
-    lines += [f"{len(search)} search trials (Optuna's TPE through Ray Tune), {len(runs) - len(search)} repeats of the "
-              f"best configurations at other seeds. Ranges: {ranges}.", "", sources_sentence(runs), "",
-              chance_sentence(spec, runs),
-              "", "Importance and the best configuration are read on the test split's selection half; the accuracy "
+    multi = is_multi_objective(study_directions(spec.name, spec.directions))
+    lines += [f"{len(search)} search trials (Optuna's {'multi-objective ' if multi else ''}TPE through Ray Tune), "
+              f"{len(runs) - len(search)} repeats of the {'Pareto front' if multi else 'best'} configurations at "
+              f"other seeds. Ranges: {ranges}.", "", sources_sentence(runs), "", chance_sentence(spec, runs), ""]
+    if multi:
+        return "\n".join(lines + pareto_lines(spec, runs, pd.DataFrame() if history is None else history, out,
+                                              artifact_stem(spec, scale), scale, DEFAULT_PAGES, DEFAULT_SPECS,
+                                              overrides)
+                         + ["## Every trial", "", trials_table(runs), ""])
+    lines += ["Importance and the best configuration are read on the test split's selection half; the accuracy "
               "shown for the best configuration is the held-out half's, which no selection step saw.", ""]
     if len(search) < 2:
         return "\n".join(lines + ["Too few finished trials for an importance analysis.", ""])
@@ -302,8 +291,14 @@ def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path, scale: str = "smok
     else:
         lines += [markdown_table(importance.drop(columns="_mean")), "", agreement_sentence(importance, len(search)),
                   ""]
-        for path in study_figures(study, importance, out / "figures", artifact_stem(spec, scale)):
-            lines += [f"![{path.stem}](figures/{path.name})", ""]
+    pair = [] if importance is None else list(importance["Hyper-parameter"][:2])
+    figures = study_figures(study, pair, out / "figures", artifact_stem(spec, scale), flat=importance is None)
+    lines += ["The search's optimisation history, a slice per hyper-parameter"
+              + (" (the study is flat: its contour and parallel coordinates would colour one value, and are left "
+                 "out)" if importance is None else ", the parallel coordinates of every trial and the contour over "
+                 "the two that matter most") + " (Optuna's own plots of the study in its journal):", ""]
+    lines += [f"![{path.stem}](figures/{path.name})" for path in figures] + [""]
+    lines += ["## Accuracy across each parameter's range", "", *range_lines(spec, runs)]
     best = best_configuration(runs)
     if best is not None:
         lines += ["## Best configuration", "",
@@ -315,11 +310,13 @@ def study_markdown(spec: Spec, runs: pd.DataFrame, out: Path, scale: str = "smok
 
 
 def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]], links: dict[str, str] | None = None,
-                         title: str | None = None, intro: Sequence[str] = (), scale: str = "smoke") -> str:
+                         title: str | None = None, intro: Sequence[str] = (), scale: str = "smoke",
+                         out: Path | None = None, stem: str = "sensitivity") -> str:
     """The page that compares studies: per study (its method), its hyper-parameters from most to least important
-    (fANOVA's mean over three forest seeds), and its trials; a study with none says how to run it. ``links``: each
-    study's page by name, relative to this one, a study without one named unlinked (default: each
-    ``study_<name>.md``)."""
+    (fANOVA's mean over three forest seeds), and its trials; a study with none says how to run it; then the studies
+    on the parameters they share, normalised (:func:`dpsd.report.parameter_ranges.shared_lines`; its figure
+    ``<stem>_<scale>_shared.png`` under ``out/figures`` where ``out`` is given). ``links``: each study's page by
+    name, relative to this one, a study without one named unlinked (default: each ``study_<name>.md``)."""
     rows = []
     for spec, runs in studies:
         search = runs[runs["phase"] == "search"]
@@ -338,7 +335,8 @@ def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]], links: dict[s
                       "configuration): its hyper-parameters ranked by Optuna's fANOVA importance of the selection "
                       "accuracy, the mean over three forest seeds (the importances of a study sum to 1); where "
                       "PED-ANOVA ranks another first, the order is a hint from too few trials, not a finding.", "",
-                      markdown_table(pd.DataFrame(rows)), ""])
+                      markdown_table(pd.DataFrame(rows)), "", "## On a shared parameter space", "",
+                      *shared_lines(studies, None if out is None else Path(out) / "figures", f"{stem}_{scale}")])
 
 
 def study_history(overrides: Sequence[str], archive: Path | None = None,
@@ -427,11 +425,11 @@ def render_study_page(specs: Sequence[Path], scale: str, overrides: Sequence[str
         if not runs.empty:
             intro.append(storage_line(spec, runs, markdown.parent, scale))
         text = study_markdown(spec, runs, markdown.parent, scale, title or str(spec.feeds.get("title", spec.name)),
-                              intro)
+                              intro, history, overrides)
     else:
         relative = {name: Path(os.path.relpath(Path(path), markdown.parent)).as_posix()
                     for name, path in (links or {}).items()}  # where the sensitivity page links them from
-        text = sensitivity_markdown(studies, relative, title, intro, scale)
+        text = sensitivity_markdown(studies, relative, title, intro, scale, markdown.parent, markdown.stem)
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(text.rstrip() + "\n", encoding="utf-8")
     return markdown
@@ -454,10 +452,11 @@ def render_study(spec_paths: list[str], overrides: list[str], out: str | Path, s
             _warn_unrun(spec, scale)
         page = out / f"study_{spec.name}.md"
         intro = [storage_line(spec, runs, out, scale)] if not runs.empty else []
-        page.write_text(study_markdown(spec, runs, out, scale, intro=intro) + "\n")
+        page.write_text(study_markdown(spec, runs, out, scale, intro=intro, history=history, overrides=overrides)
+                        + "\n")
         pages.append(page)
         studies.append((spec, runs))
     if len(studies) > 1:
         pages.append(out / "sensitivity.md")
-        pages[-1].write_text(sensitivity_markdown(studies, scale=scale))
+        pages[-1].write_text(sensitivity_markdown(studies, scale=scale, out=out))
     return pages

@@ -33,7 +33,8 @@ SCALES = (CHECK, "smoke", "laptop", "paper")
 the shared check list and the spec's own ``check`` list: every code path in the least compute, students near chance
 by design); ``smoke``, ``laptop`` and ``paper`` are ``dpsd/conf/scale/<name>.yaml``, as ``dpsd run scale=...``
 composes them (an on-demand spec adds its own ``smoke`` list at smoke: its budget)."""
-SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "check", "on_demand", "search")
+SPEC_KEYS = ("name", "paper", "feeds", "base", "grid", "cells", "seeds", "smoke", "check", "on_demand", "search",
+             "directions")
 REPO_SWEEPS = Path(__file__).resolve().parents[2] / "sweeps"
 # The check overrides every spec shares (less the keys a spec varies): the package's ``sweeps/common/check.yaml``,
 # wherever the spec lies, unless the spec's folder has a ``common/check.yaml`` of its own (a set of specs that
@@ -60,6 +61,7 @@ class Spec:
     # ``dpsd reproduce --only``), never by a bare ``dpsd reproduce``, whose check scale is a pipeline check
     on_demand: bool = False
     search: dict = dataclasses.field(default_factory=dict)  # a study's ranges (dpsd.sweep.study), checked there
+    directions: dict = dataclasses.field(default_factory=dict)  # a study's objectives (dpsd.sweep.objectives)
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,7 @@ def load_spec(path: str | os.PathLike) -> Spec:
         base=base, grid={str(k): tuple(v) for k, v in grid.items()},
         cells=cells, seeds=tuple(seeds), smoke=smoke, path=str(path),
         check=check_overrides(path, grid, cells, own), check_caps=common_check_caps(path),
-        on_demand=on_demand, search=dict(raw.get("search") or {}),
+        on_demand=on_demand, search=dict(raw.get("search") or {}), directions=raw.get("directions") or {},
     )
 
 

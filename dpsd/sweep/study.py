@@ -15,7 +15,9 @@ TPE sampler, seeded), each trial one ``run_experiment`` at the spec's first seed
 ``ASHAScheduler`` (a trial reports once, when its run ends, so ASHA stops nothing early here: it only orders; the
 flag is kept for specs whose trials differ in budget). Then the ``best`` configurations are run at the spec's
 other seeds (``--seeds N``: seeds 1..N-1, the search's seed 0 and these N in all; :func:`study_seeds`).
-``--dry-run`` prints :func:`plan_study`'s plan (:func:`format_plan`) and runs nothing.
+``--dry-run`` prints :func:`plan_study`'s plan (:func:`format_plan`) and runs nothing. A spec whose ``directions:``
+block names eps rigorous beside the accuracy (:mod:`dpsd.sweep.objectives`) is searched for the privacy–accuracy
+trade-off: Optuna's multi-objective TPE, its Pareto front's configurations the ones run again.
 
 Selection never sees the accuracy a reader is shown. The test split is cut once, by a fixed permutation, into a
 *selection* half and a *held-out* half (:func:`split_halves`); each trial's student (recorded with its run) is
@@ -38,10 +40,12 @@ from typing import Any, Sequence
 from omegaconf import DictConfig
 
 from dpsd.errors import ConfigError
+from dpsd.sweep.objectives import OBJECTIVES, SELECTION, is_multi_objective, pareto_front, study_directions
 from dpsd.sweep.spec import Spec, expand_configs, load_spec, override_key, with_seeds
 
 DISTRIBUTIONS = ("loguniform", "uniform", "int", "choice")
-SELECTION, HELD_OUT = "selection_accuracy", "held_out_accuracy"
+HELD_OUT = "held_out_accuracy"
+EPS = OBJECTIVES[1]  # eps rigorous: a trial's second objective, where its study names one
 SPLIT_SEED = 0  # the permutation that cuts the test split into its selection and held-out halves
 TRIALS, BEST = 20, 3  # a study's search trials and configurations run again, where its spec names none
 
@@ -145,7 +149,8 @@ def half_accuracies(cfg: DictConfig, run_id: str) -> dict[str, float]:
 
 def study_trial(config: dict, study: dict) -> None:
     """A Tune trial: one run at the sampled values (``config``; a repeat carries its own ``seed``), scored on the test
-    split's two halves; reports ``selection_accuracy`` (what the search maximises) or a one-line ``reason``."""
+    split's two halves; reports ``selection_accuracy`` (what the search maximises) and ``eps_rigorous`` (what a
+    multi-objective search minimises beside it), or a one-line ``reason``."""
     from mlflow.tracking import MlflowClient
     from ray import tune
 
@@ -175,9 +180,9 @@ def study_trial(config: dict, study: dict) -> None:
             client.log_metric(summary["run_id"], key, value)
         client.set_tag(summary["run_id"], "cell_status", DONE)
     except Exception as err:  # a failed trial is reported, not raised: the search goes on
-        tune.report({SELECTION: -math.inf, "reason": one_line(err)})
+        tune.report({SELECTION: -math.inf, EPS: math.inf, "reason": one_line(err)})
         return
-    tune.report({SELECTION: halves[SELECTION], "run_id": summary["run_id"]})
+    tune.report({SELECTION: halves[SELECTION], EPS: float(summary["privacy"][EPS]), "run_id": summary["run_id"]})
 
 
 def study_seeds(spec: Spec, seeds: int | None = None) -> tuple[int, list[int]]:
@@ -192,8 +197,9 @@ def study_seeds(spec: Spec, seeds: int | None = None) -> tuple[int, list[int]]:
 
 def plan_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequence[str] = (), best: int = 3,
                seeds: int | None = None) -> dict[str, Any]:
-    """What :func:`run_study` would run, checked without running it: the spec, its ranges, the overrides every trial
-    composes, the search's seed and budget, the configurations run again and their seeds."""
+    """What :func:`run_study` would run, checked without running it: the spec, its ranges and objectives
+    (:func:`dpsd.sweep.objectives.study_directions`), the overrides every trial composes, the search's seed and
+    budget, the configurations run again and their seeds."""
     if trials < 1:
         raise ConfigError(f"--trials must be at least 1, got {trials}")
     if best < 0:
@@ -202,7 +208,8 @@ def plan_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Seq
     space = search_block(spec)
     seed, repeat_seeds = study_seeds(spec, seeds)
     return {"spec": spec, "space": space, "base": study_overrides(spec, scale, overrides), "seed": seed,
-            "trials": trials, "best": best, "repeat_seeds": repeat_seeds, "scale": scale}
+            "trials": trials, "best": best, "repeat_seeds": repeat_seeds, "scale": scale,
+            "directions": study_directions(spec.name, spec.directions)}
 
 
 def format_plan(plan: dict[str, Any]) -> str:
@@ -211,11 +218,15 @@ def format_plan(plan: dict[str, Any]) -> str:
     before the search runs), and the repeats."""
     repeats = plan["best"] * len(plan["repeat_seeds"])
     width = max(map(len, plan["space"]))
+    multi = is_multi_objective(plan["directions"])
+    goals = ", ".join(f"{direction} {objective}" for objective, direction in plan["directions"])
     lines = [f"study {plan['spec'].name} at scale {plan['scale']} (dry run: nothing run)",
              f"  {plan['trials']} search trials, each one run of: {' '.join(plan['base'])} seed={plan['seed']}",
-             "  with its values drawn by Optuna's TPE (through Ray Tune, seeded) from:",
+             f"  with its values drawn by Optuna's {'multi-objective ' if multi else ''}TPE (through Ray Tune, "
+             f"seeded) to {goals}, from:",
              *(f"    {key:<{width}}  {kind} {args}" for key, (kind, args) in plan["space"].items()),
-             f"  then the best {plan['best']} configurations again at seeds {plan['repeat_seeds']}: {repeats} runs",
+             f"  then the best {plan['best']} configurations{' on the Pareto front' if multi else ''} again at seeds "
+             f"{plan['repeat_seeds']}: {repeats} runs",
              f"  {plan['trials'] + repeats} runs in all"]
     return "\n".join(lines)
 
@@ -223,8 +234,9 @@ def format_plan(plan: dict[str, Any]) -> str:
 def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequence[str] = (),
               best: int = 3, seeds: int | None = None, scheduler: str | None = None, address: str | None = None,
               cpus_per_trial: float | None = None, gpus_per_trial: float | None = None) -> dict[str, Any]:
-    """Search ``spec_path``'s ranges with ``trials`` Optuna trials, then run its ``best`` configurations at the other
-    seeds (:func:`study_seeds`; ``seeds``: ``--seeds N``). Returns the trials' outcomes."""
+    """Search ``spec_path``'s ranges with ``trials`` Optuna trials, then run its ``best`` configurations (of a
+    multi-objective study: its Pareto front's, most accurate first) at the other seeds (:func:`study_seeds`;
+    ``seeds``: ``--seeds N``). Returns the trials' outcomes."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
     from ray.tune.search.optuna import OptunaSearch
@@ -236,6 +248,11 @@ def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequ
         raise ConfigError(f"--scheduler must be asha (or left out), got {scheduler!r}")
     plan = plan_study(spec_path, trials, scale, overrides, best, seeds)
     spec, space, base, seeds = plan["spec"], plan["space"], plan["base"], plan["repeat_seeds"]
+    directions = plan["directions"]
+    multi = is_multi_objective(directions)
+    if multi and scheduler:
+        raise ConfigError(f"sweep {spec.name}: --scheduler {scheduler} stops trials on one metric; a study with "
+                          "several directions has none to stop on: leave --scheduler out")
     resolved = resolve_paths(compose(base))  # a Ray trial runs in a folder of its own: paths made absolute here
     base += [f"results_dir={resolved.results_dir}"] + ([f"data.root={resolved.data.root}"] if resolved.data.root else [])
     storage = str(Path(resolved.results_dir) / "ray")  # Tune's state beside the sweeps'
@@ -246,13 +263,18 @@ def run_study(spec_path: str, trials: int, scale: str = "smoke", overrides: Sequ
         study = {"name": spec.name, "base": base, "seed": plan["seed"], "threads": resources.cpus, "scale": scale}
         trainable = tune.with_resources(tune.with_parameters(study_trial, study=study),
                                         {"cpu": resources.cpus, "gpu": resources.gpus})
-        search = OptunaSearch(metric=SELECTION, mode="max", seed=plan["seed"])
+        metrics, modes = [o for o, _ in directions], [d[:3] for _, d in directions]  # Tune's "max" / "min"
+        search = OptunaSearch(metric=metrics if multi else SELECTION, mode=modes if multi else "max",
+                              seed=plan["seed"])
         tuner = tune.Tuner(trainable, param_space=tune_space(space), tune_config=tune.TuneConfig(
             search_alg=search, num_samples=trials, max_concurrent_trials=resources.concurrent, reuse_actors=True,
             scheduler=ASHAScheduler(metric=SELECTION, mode="max") if scheduler == "asha" else None),
             run_config=tune.RunConfig(name=f"study-{spec.name}-{stamp}", storage_path=storage, verbose=0))
         found = [r for r in tuner.fit() if r.metrics and math.isfinite(r.metrics.get(SELECTION, -math.inf))]
         found.sort(key=lambda r: r.metrics[SELECTION], reverse=True)
+        if multi:  # the configurations run again are the Pareto front's, most accurate first
+            front = pareto_front([[r.metrics[o] for o, _ in directions] for r in found], directions)
+            found = [found[i] for i in front] + [r for i, r in enumerate(found) if i not in front]
         chosen = [{k: r.config[k] for k in space} for r in found[:best]]
         repeats = []
         if chosen and seeds:

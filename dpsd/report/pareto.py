@@ -1,0 +1,160 @@
+"""The privacy–accuracy trade-off as a study: the page of a study with two objectives (selection accuracy up, eps
+rigorous down: :mod:`dpsd.sweep.objectives`), its Pareto front drawn beside the frontier page's points.
+
+The front is the search trials no other search trial beats on both objectives at once
+(:func:`dpsd.sweep.objectives.pareto_front`, the rule the search used to pick the configurations it ran again). The
+frontier page's points are the cell groups of the frontier spec (:data:`FRONTIER`) at the scale its page in
+``results/pages.yaml`` is rendered at, read from the same runs: each method's accuracy mean over seeds at its
+mean eps rigorous (:func:`frontier_points`). The two panels share the accuracy axis and the eps axis's scale; they
+are not one experiment (the page says which dataset and budget each is), so the frontier is beside the front, not
+on it."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from dpsd.report.cells import RUN, cell_frame, group_frame
+from dpsd.report.figures import PNG_METADATA
+from dpsd.report.runs import latest_per_cell
+from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, markdown_table
+from dpsd.report.verdict import frontier_marker
+from dpsd.sweep.objectives import pareto_front, study_directions
+from dpsd.sweep.spec import Spec, expand_configs, load_spec
+from dpsd.sweep.study import EPS, HELD_OUT, SELECTION
+
+
+def front_trials(spec: Spec, runs: pd.DataFrame) -> pd.DataFrame:
+    """The search trials among ``runs`` (:func:`dpsd.report.study.study_runs`) with a column ``front``: whether the
+    trial is on the Pareto front of the spec's objectives; ordered by eps rigorous."""
+    search = runs[runs["phase"] == "search"].reset_index(drop=True)
+    directions = study_directions(spec.name, spec.directions)
+    values = [[row[SELECTION] if objective == SELECTION else row[EPS] for objective, _ in directions]
+              for _, row in search.iterrows()]
+    on = set(pareto_front(values, directions))
+    return search.assign(front=[i in on for i in range(len(search))]).sort_values([EPS, SELECTION]).reset_index(
+        drop=True)
+
+
+FRONTIER = "frontier"
+"""The frontier page's spec (``sweeps/frontier.yaml``: every method's accuracy against eps rigorous, the page
+``results/frontier.md``); the headline shares its ``feeds.frontier`` switch but is the papers' tables."""
+
+
+def frontier_points(history: pd.DataFrame, manifest: Path, specs_dir: Path,
+                    overrides: Sequence[str] = ()) -> tuple[pd.DataFrame, str]:
+    """The frontier page's points: the finished cell groups (method, dataset, accuracy mean and sample std over
+    seeds, mean eps rigorous, seeds) of the :data:`FRONTIER` spec at the scale of its page in ``manifest``
+    (``results/pages.yaml``), read from ``history``; and the words naming them. Empty where the manifest lists no
+    such page or no run of it is there."""
+    from dpsd.report.pages import load_pages
+
+    empty = pd.DataFrame(columns=["method", "dataset", "accuracy", "accuracy_std", EPS, "seeds"])
+    pages = [page for page in (load_pages(manifest, specs_dir) if Path(manifest).is_file() else [])
+             if page.only == (FRONTIER,)]
+    if not pages:
+        return empty, "no frontier page"
+    page, spec = pages[0], load_spec(Path(specs_dir) / f"{FRONTIER}.yaml")
+    datasets = ", ".join(spec.feeds.get("datasets", [])) or "every dataset"
+    words = f"the frontier page ({page.markdown.as_posix()}: {datasets} at {page.scale} sizes)"
+    if history.empty:
+        return empty, words
+    pairs = expand_configs(spec, page.scale, list(overrides))
+    groups = group_frame(cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], latest_per_cell(history)))
+    done = groups[groups["status"] == RUN] if len(groups) else groups
+    if done.empty:
+        return empty, words
+    return done.assign(seeds=done["seeds"].astype(int))[empty.columns].reset_index(drop=True), words
+
+
+def pareto_figure(trials: pd.DataFrame, frontier: pd.DataFrame, method: str, frontier_words: str,
+                  study_words: str, path: Path) -> Path:
+    """Two panels, accuracy against eps rigorous on a log axis: left, every search trial and the Pareto front joined
+    in order of eps; right, the frontier page's points (``method``'s drawn large, every other method's small and
+    grey), each with its sample std over seeds. A PNG at ``path``."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    figure = Figure(figsize=(11, 4.4), dpi=100)
+    left = figure.add_subplot(1, 2, 1)
+    others = trials[~trials["front"]]
+    front = trials[trials["front"]]
+    left.plot(others[EPS], others[SELECTION], "o", color="#999", label="search trial")
+    left.plot(front[EPS], front[SELECTION], "o-", color="#c44e52", label="Pareto front")
+    left.set_title(f"The study: {study_words}", fontsize=9)
+    left.set_ylabel("selection accuracy (%)")
+    right = figure.add_subplot(1, 2, 2, sharey=left)
+    for _, point in frontier.iterrows():
+        mine = point["method"] == method
+        std = point["accuracy_std"]
+        right.errorbar([point[EPS]], [point["accuracy"]], yerr=None if math.isnan(std) else [std],
+                       fmt=frontier_marker(point["method"]), color="#4c72b0" if mine else "#bbb",
+                       markersize=8 if mine else 5, capsize=3)
+    right.set_title(f"Beside it: {frontier_words}", fontsize=9)
+    right.set_ylabel("student test accuracy (%), mean over seeds")
+    right.legend(handles=[Line2D([], [], color="#4c72b0", marker=frontier_marker(method), linestyle="none",
+                                 label=method),
+                          Line2D([], [], color="#bbb", marker="o", linestyle="none", label="every other method")],
+                 fontsize=8, loc="lower right")
+    finite = [v for v in [*trials[EPS], *frontier[EPS]] if v > 0 and math.isfinite(v)]
+    for axes in (left, right):
+        axes.set_xscale("log")
+        if finite:
+            axes.set_xlim(min(finite) / 2, max(finite) * 2)
+        axes.set_ylim(0, 105)
+        axes.set_xlabel("ε rigorous (log)")
+        axes.grid(True, alpha=0.3)
+    left.legend(fontsize=8, loc="lower right")
+    figure.suptitle("Privacy–accuracy trade-off: the study's Pareto front (accuracy up, ε rigorous down) beside the "
+                    "frontier page's points", fontsize=10)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, format="png", metadata=PNG_METADATA)
+    return path
+
+
+def front_table(trials: pd.DataFrame, runs: pd.DataFrame) -> str:
+    """The Pareto front's trials by eps rigorous: their sampled values, eps rigorous, selection accuracy, and the
+    held-out accuracy mean ± sample std over every seed its configuration ran at (the repeats included), n shown."""
+    rows = []
+    for _, trial in trials[trials["front"]].iterrows():
+        seeds = runs[runs["params"] == trial["params"]]
+        held = seeds[HELD_OUT]
+        rows.append({**{f"`{k}`": f"{v:.4g}" if isinstance(v, float) else str(v)
+                        for k, v in json.loads(trial["params"]).items()},
+                     "ε rigorous": fmt_eps(trial[EPS]), "Selection (%)": fmt_number(trial[SELECTION]),
+                     "Held-out (%), all seeds": fmt_mean_std(held.mean(), held.std(ddof=1)) if len(held) > 1
+                     else fmt_number(held.iloc[0]), "n": len(held), "Run": trial["run_id"]})
+    return markdown_table(pd.DataFrame(rows).fillna(DASH).astype(str))
+
+
+def pareto_lines(spec: Spec, runs: pd.DataFrame, history: pd.DataFrame, out: Path, stem: str, scale: str,
+                 manifest: Path, specs_dir: Path, overrides: Sequence[str] = ()) -> list[str]:
+    """The trade-off page's body (after its head): what was searched, the Pareto front's table, and the figure
+    ``<stem>_pareto.png`` under ``out/figures`` beside the frontier page's points (:func:`frontier_points`)."""
+    trials = front_trials(spec, runs)
+    dataset = next((o.partition("=")[2] for o in spec.base if o.startswith("dataset=")), DASH)
+    method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), DASH)
+    frontier, words = frontier_points(history, manifest, specs_dir, overrides)
+    study_words = f"{method} on {dataset} at {scale} budgets"
+    path = pareto_figure(trials, frontier, method, words, study_words, Path(out) / "figures" / f"{stem}_pareto.png")
+    front = trials[trials["front"]]
+    goals = ", ".join(f"{d} {o}" for o, d in study_directions(spec.name, spec.directions))
+    mine = frontier[frontier["method"] == method]
+    beside = (f"Beside it, {words}: {method}'s {len(mine)} point(s) "
+              + "; ".join(f"{fmt_mean_std(p['accuracy'], p['accuracy_std'])}% at ε rigorous {fmt_eps(p[EPS])} "
+                          f"(n = {p['seeds']}, {p['dataset']})" for _, p in mine.iterrows())
+              + ". The frontier is another dataset and budget than this study: the two are set side by side, "
+              "not on one curve." if len(mine) else f"Beside it, {words}: no point of {method} there.")
+    return [f"This is {dataset} at {scale} budgets (the spec's own smoke list), a check that the trade-off search "
+            f"works, not a result about {method} on a real task.", "",
+            f"The search ({len(trials)} trials, Optuna's multi-objective TPE through Ray Tune) is to {goals}. "
+            f"{len(front)} of its trials are on the Pareto front: no other trial is both more accurate on the "
+            "selection half and lower in ε rigorous. Its configurations, most accurate first, were run again at the "
+            "spec's other seeds; the held-out column counts every seed.", "",
+            "## The Pareto front", "", front_table(trials, runs), "", beside, "",
+            f"![{path.stem}](figures/{path.name})", ""]
