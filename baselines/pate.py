@@ -171,6 +171,14 @@ class PATEConfig(MethodConfig):
     data_dependent: bool = MISSING
 
 
+def aggregator_noise(cfg: DictConfig, sigma_max: float) -> tuple[str, float, float]:
+    """What ``privacy.calibrate`` solves for in a PATE-style method, and its bracket: GNMax's sigma (sigma1 kept) up
+    to ``sigma_max`` (more teachers need more noise for one epsilon), or LNMax's gamma."""
+    if cfg.method.aggregator == "lnmax":
+        return "method.gamma", 1e-6, 1e3
+    return "method.sigma", 1e-3, sigma_max
+
+
 @register_method("pate")
 class PATE(Method):
     """Teacher ensemble on disjoint partitions, noisy-argmax labels for pool samples, student on them."""
@@ -179,10 +187,7 @@ class PATE(Method):
 
     @staticmethod
     def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
-        """What ``privacy.calibrate`` solves for: GNMax's sigma (sigma1 kept), or LNMax's gamma."""
-        if cfg.method.aggregator == "lnmax":
-            return "method.gamma", 1e-6, 1e3
-        return "method.sigma", 1e-3, 1e6
+        return aggregator_noise(cfg, sigma_max=1e6)
 
     @staticmethod
     def notes(cfg: DictConfig) -> list[str]:

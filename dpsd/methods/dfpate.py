@@ -44,7 +44,7 @@ from omegaconf import MISSING, DictConfig
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
-from baselines.pate import Aggregator, confident, confident_mask, data_independent_claim, noisy_votes, releases
+from baselines.pate import Aggregator, aggregator_noise, confident, confident_mask, data_independent_claim, noisy_votes, releases
 from dpsd.data import DataInfo
 from dpsd.distill.builders import make_optimizer
 from dpsd.distill.transfer_sets import TRANSFER_SETS, transfer_images
@@ -113,10 +113,7 @@ class DFPATE(Method):
 
     @staticmethod
     def noise_parameter(cfg: DictConfig) -> tuple[str, float, float]:
-        """What ``privacy.calibrate`` solves for: the aggregator's noise (sigma1 kept), as PATE's."""
-        if cfg.method.aggregator == "lnmax":
-            return "method.gamma", 1e-6, 1e3
-        return "method.sigma", 1e-3, 1e7
+        return aggregator_noise(cfg, sigma_max=1e7)  # a thousand teachers' summed votes need more than PATE's 1e6
 
     @staticmethod
     def plan_ledger(cfg: DictConfig, info: DataInfo) -> Ledger:
