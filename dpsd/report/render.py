@@ -9,7 +9,8 @@ as hollow markers), kind ``sensitivity`` the same against ``feeds.x`` (β, σ, k
 Every file is named for the spec *and* the scale (:func:`~dpsd.report.output_files.artifact_stem`): a spec rendered
 at two scales into one ``out`` (and its figures copied into one ``results/figures/``) keeps both. What a kind adds
 beyond the table (a ladder's ladders, a sensitivity spec's trend sentences, the verdict) is written by
-:mod:`dpsd.report.sections`.
+:mod:`dpsd.report.sections`; each spec's Markdown ends with its cells whose current run moved under a code change
+(:mod:`dpsd.report.moves`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dpsd.report import figures, formats, readings_design, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
 from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.report.output_files import artifact_stem, slug, write_file
+from dpsd.report.moves import moved_markdown, moved_runs
 from dpsd.report.reference import load_reference, rows_for_table
 from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.sections import (render_ladders, render_query_budget, render_readings, render_sensitivity,
@@ -98,12 +100,14 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
                 uri: str, scoreboard: Scoreboard | None = None, settings=None,
                 searched: dict | None = None, verdicts: dict[str, str] | None = None,
                 results_dir: Path | None = None, claims=None, datasets: Sequence[str] | None = None,
-                settings_seen: dict[str, str] | None = None) -> site.Section:
+                settings_seen: dict[str, str] | None = None, history: pd.DataFrame | None = None) -> site.Section:
     """One spec's table, figure and sample grids; returns its part of the index (``verdicts``: the per-method
     verdicts a ladder's sections open with; ``results_dir``: what archived artifact locations are relative to).
     ``claims``: the papers' trend statements (:mod:`dpsd.report.trends`); a sensitivity spec, or one they name,
     gets their section. ``datasets``: only the cells of these datasets (a page's panels). ``settings_seen``: the
-    setting blocks earlier sensitivity sections of the page showed (block -> title), so a repeat is one line."""
+    setting blocks earlier sensitivity sections of the page showed (block -> title), so a repeat is one line.
+    ``history``: every archived and stored run (:func:`~dpsd.report.runs.load_history`); the section's Markdown then
+    ends with its cells whose current run moved under a code change (:mod:`dpsd.report.moves`)."""
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
     stem = artifact_stem(spec, scale)
@@ -172,6 +176,9 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
             by_scale = {other: found, scale: groups} if other == verdict.PAPER_SCALE else {scale: groups, other: found}
         render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched, reference, by_scale,
                        settings)
+    moved = moved_markdown(moved_runs(frame, history)) if history is not None else ""
+    if moved:
+        section.markdown = "\n".join([section.markdown, moved])
     if kind == "samples":
         for _, group in groups[groups["status"] == RUN].iterrows():
             label = group["group"] or "base"  # a spec without grid or cells has one cell: its base
@@ -241,7 +248,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     claims = load_claims(claims_path(reference_csv))
     settings_seen: dict[str, str] = {}
     sections = [render_spec(spec, scale, overrides, runs, reference, out, uri, scoreboard, settings, searched, verdicts,
-                            Path(cfg.results_dir), claims, datasets, settings_seen) for spec in loaded]
+                            Path(cfg.results_dir), claims, datasets, settings_seen, history) for spec in loaded]
     read = f"{uri}" + (f" or {archive}" if archive is not None and archive.exists() else "")
     for spec, section in zip(loaded, sections):
         if not section.finished:

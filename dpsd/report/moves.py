@@ -1,0 +1,73 @@
+"""Results that moved under a code change: a cell's current run beside the last run of the same config under the
+method's code before, and the commits that changed that code between them.
+
+A cell is one config hash, seed included, so two of its runs differ only in the code that ran them. The archive
+keeps every run (:mod:`dpsd.report.runs`); a table shows each cell's current one. Where the last run of the cell
+under another code version, started before it, is more than :data:`TOLERANCE` away, the page says so beside its
+tables (:func:`moved_markdown`): the accuracy before and now, the two code versions and the commits between them
+(:func:`dpsd.report.code_changes.changes_between`), so a reader sees why a number moved.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from dpsd.report.cells import RUN
+from dpsd.report.code_changes import changes_between
+from dpsd.report.tables import markdown_table
+from dpsd.version import ROOT
+
+TOLERANCE = 0.5
+"""Accuracy points: a current run farther than this from the cell's run under the code before is listed."""
+UNKNOWN = "commit unknown"
+MOVED_COLUMNS = ("group", "seed", "config_hash", "before", "now", "version_before", "version_now", "start_before",
+                 "start_now")
+
+
+def moved_runs(frame: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
+    """The cells of ``frame`` (:func:`dpsd.report.cells.cell_frame`: one row per cell and seed, its current run's
+    figures) whose current run is more than :data:`TOLERANCE` points from the latest completed run of ``history``
+    (:func:`dpsd.report.runs.load_history`) with the same config hash, another code version and an earlier start:
+    one row each with :data:`MOVED_COLUMNS`, in the frame's order."""
+    done = history[(history["status"] == "FINISHED") & (history["cell_status"] == "done")] if len(history) else history
+    by_hash = {digest: runs.sort_values(["start_time", "run_id"]) for digest, runs in done.groupby("config_hash")}
+    started = dict(zip(done["run_id"], done["start_time"])) if len(done) else {}
+    rows = []
+    shown = frame[frame["status"] == RUN].drop_duplicates("config_hash") if len(frame) else frame
+    for cell in shown.itertuples(index=False):
+        runs, start = by_hash.get(cell.config_hash), started.get(cell.run_id)
+        if runs is None or start is None:
+            continue
+        earlier = runs[(runs["code_version"] != cell.code_version) & (runs["start_time"] < start)]
+        if earlier.empty:
+            continue
+        last = earlier.iloc[-1]
+        if abs(float(cell.accuracy) - float(last["accuracy"])) > TOLERANCE:
+            rows.append((cell.group, int(cell.seed), cell.config_hash, float(last["accuracy"]), float(cell.accuracy),
+                         str(last["code_version"]), str(cell.code_version), last["start_time"], start))
+    return pd.DataFrame(rows, columns=list(MOVED_COLUMNS))
+
+
+def moved_markdown(moved: pd.DataFrame, root: Path = ROOT) -> str:
+    """The "Moved under a code change" part of a page's section for :func:`moved_runs`' rows, with the commits between
+    each pair of versions in ``root``'s git history (or :data:`UNKNOWN`); ``""`` when none moved."""
+    if moved.empty:
+        return ""
+    commits = [", ".join(changes_between(row.version_before, row.version_now, row.start_before, row.start_now, root))
+               or UNKNOWN for row in moved.itertuples(index=False)]
+    body = pd.DataFrame({
+        "Cell": [group or "base" for group in moved["group"]],
+        "Seed": moved["seed"],
+        "Accuracy before → now (%)": [f"{b:.2f} → {n:.2f}" for b, n in zip(moved["before"], moved["now"])],
+        "Code version before → now": [f"{b} → {n}" for b, n in zip(moved["version_before"], moved["version_now"])],
+        "Method's code changed at": commits,
+    })
+    return "\n".join([
+        "### Moved under a code change", "",
+        f"Runs shown above that moved by more than {TOLERANCE} points from the last run of the same config (same "
+        "config hash and seed: only the code differs) under the method's code before. The commits are those on the "
+        "main line where the method's code version changed between the two (`git show COMMIT`); one of them, or "
+        "several together, moved the number.", "",
+        markdown_table(body), ""])
