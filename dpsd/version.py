@@ -131,16 +131,35 @@ def _working_files(names: tuple[str, ...], excluded: tuple[str, ...], root: Path
 
 
 def _commit_files(commit: str, names: tuple[str, ...], excluded: tuple[str, ...], root: Path) -> dict[str, str] | None:
-    listed = _git("ls-tree", "-r", "--name-only", commit, "--", *names, cwd=root)
+    """The hashed files at ``commit`` (path -> text); None where git or the commit is unavailable. Callers do not
+    mutate it (it is cached by the commit's hash: :func:`_files_at`)."""
+    sha = _git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}", cwd=root)
+    return _files_at(sha, names, excluded, root) if sha else None
+
+
+@lru_cache(maxsize=64)
+def _files_at(sha: str, names: tuple[str, ...], excluded: tuple[str, ...], root: Path) -> dict[str, str] | None:
+    """:func:`_commit_files` of the commit ``sha``, read with one ``git cat-file --batch`` (a page that walks a
+    method's history reads dozens of commits)."""
+    listed = _git("ls-tree", "-r", sha, "--", *names, cwd=root)
     if listed is None:
         return None
-    files = {}
-    for rel in filter(None, listed.splitlines()):
-        if hashed(rel, names, excluded):
-            text = _git("show", f"{commit}:{rel}", cwd=root)
-            if text is None:
-                return None
-            files[rel] = text
+    blobs = [(entry.split("\t", 1)[1], entry.split()[2]) for entry in filter(None, listed.splitlines())
+             if entry.split()[1] == "blob"]
+    blobs = [(rel, sha) for rel, sha in blobs if hashed(rel, names, excluded)]
+    try:
+        done = subprocess.run(["git", "cat-file", "--batch"], cwd=root, input="".join(f"{sha}\n" for _, sha in blobs).encode(),
+                              capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode:
+        return None
+    files, out, at = {}, done.stdout, 0
+    for rel, sha in blobs:
+        header_end = out.index(b"\n", at)
+        size = int(out[at:header_end].split()[2])
+        files[rel] = out[header_end + 1:header_end + 1 + size].decode("utf-8")
+        at = header_end + 1 + size + 1
     return files
 
 
