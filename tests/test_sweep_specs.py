@@ -54,10 +54,12 @@ def default_scale(spec: dict) -> str:
 
 
 def own_cells(spec: dict) -> list[list[str]]:
-    """Grid combinations then explicit cells, without seeds (sweeps/README.md)."""
+    """Grid combinations then explicit cells, without seeds (sweeps/README.md); a study's: one trial's, each searched
+    key at the low end of its range (its first choice), as a search composes base and the drawn values."""
     grid = spec.get("grid") or {}
     combos = [[f"{k}={v}" for k, v in zip(grid, values)] for values in itertools.product(*grid.values())] if grid else []
-    return combos + [list(c) for c in spec.get("cells") or []] or [[]]
+    trial = [f"{key}={next(iter(drawn.values()))[0]}" for key, drawn in (spec.get("search") or {}).items()]
+    return combos + [list(c) for c in spec.get("cells") or []] or [trial]
 
 
 def full_overrides(spec: dict, own: list[str], scale: str, seed: int = 0) -> list[str]:
