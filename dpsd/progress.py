@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 
 _CELL = {"label": ""}
@@ -137,19 +137,31 @@ def keep_alive(desc: str, quiet: float = 60.0, stream: TextIO | None = None):
     """While the block runs: after every ``quiet`` seconds with no progress line, one line saying the run is alive
     (:func:`quiet_line`), on ``stream`` (stdout) and in the :func:`log_to` file, so a terminal and a log never sit
     silent for minutes (the evaluation and recording after a run's last step print no step of their own)."""
-    stop = threading.Event()
     _LAST.update(time=time.monotonic(), final=False)
 
-    def watch() -> None:
-        while not stop.wait(min(quiet, 5.0)):
-            since = time.monotonic() - _LAST["time"]
-            if since >= quiet:
-                line = quiet_line(desc, since, bool(_LAST["final"]))
-                print(line, file=stream or sys.stdout, flush=True)
-                keep(line)
-                _LAST["time"] = time.monotonic()
+    def check() -> None:
+        since = time.monotonic() - _LAST["time"]
+        if since >= quiet:
+            line = quiet_line(desc, since, bool(_LAST["final"]))
+            print(line, file=stream or sys.stdout, flush=True)
+            keep(line)
+            _LAST["time"] = time.monotonic()
 
-    thread = threading.Thread(target=watch, name="dpsd-keep-alive", daemon=True)
+    with every(min(quiet, 5.0), check, "dpsd-keep-alive"):
+        yield
+
+
+@contextmanager
+def every(interval: float, action: Callable[[], None], name: str):
+    """Call ``action`` every ``interval`` seconds in a daemon thread called ``name`` while the block runs; it stops
+    (and is joined) when the block ends."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            action()
+
+    thread = threading.Thread(target=loop, name=name, daemon=True)
     thread.start()
     try:
         yield

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import json
 import random
-import threading
 import time
 from contextlib import contextmanager
 from typing import Iterator, Sequence
@@ -27,6 +26,7 @@ from typing import Iterator, Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from dpsd.errors import ConfigError
+from dpsd.progress import every
 from dpsd.sweep.spec import Cell, Spec
 from dpsd.version import METHOD_CODE_VERSION, code_version, method_code_version, method_code_version_at
 
@@ -323,19 +323,11 @@ def record_failure(client, run_id: str, reason: str) -> None:
 def heartbeat(client, run_id: str, interval: float) -> Iterator[None]:
     """Refresh the claim's heartbeat every ``interval`` seconds while the block runs (a store that
     does not answer for a while only delays the next beat)."""
-    stop = threading.Event()
-
     def beat() -> None:
-        while not stop.wait(interval):
-            try:
-                client.set_tag(run_id, HEARTBEAT, f"{time.time():.3f}")
-            except Exception:  # the store is away: the claim ages, and is taken over if it stays away
-                pass
+        try:
+            client.set_tag(run_id, HEARTBEAT, f"{time.time():.3f}")
+        except Exception:  # the store is away: the claim ages, and is taken over if it stays away
+            pass
 
-    thread = threading.Thread(target=beat, name=f"claim heartbeat {run_id}", daemon=True)
-    thread.start()
-    try:
+    with every(interval, beat, f"claim heartbeat {run_id}"):
         yield
-    finally:
-        stop.set()
-        thread.join()
