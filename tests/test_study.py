@@ -74,10 +74,10 @@ def made_up_runs() -> pd.DataFrame:
         accuracy = 90 - 20 * abs(__import__("math").log10(lr) + 3)
         rows.append({"run_id": f"r{i}", "phase": "search", "params": json.dumps({"method.output_step": step,
                      "method.student_lr": lr}, sort_keys=True), "seed": 0, SELECTION: accuracy, HELD_OUT: accuracy - 1,
-                     "eps_rigorous": 12.5, "source": "archive"})
+                     "eps_rigorous": 12.5, "eps_claimed": 10.0, "source": "archive"})
     best = json.dumps({"method.output_step": 0.9, "method.student_lr": 1e-3}, sort_keys=True)
     rows += [{"run_id": f"x{s}", "phase": "repeat", "params": best, "seed": s, SELECTION: 88.0 + s, HELD_OUT: 86.0 + s,
-              "eps_rigorous": 12.5, "source": "store"} for s in (1, 2)]
+              "eps_rigorous": 12.5, "eps_claimed": 10.0, "source": "store"} for s in (1, 2)]
     return pd.DataFrame(rows)
 
 
@@ -95,7 +95,7 @@ def test_importance_names_the_hyper_parameter_that_decides_and_the_best_configur
     assert "`method.student_lr` first" in page  # the evaluators' agreement said beside the table
     # every trial in a table, and whose it is: the archive's, or this store's alone (the user's own runs)
     assert "2 trials are this store's alone (runs not in the runs archive: yours) and 8 the archive's" in page
-    assert "| 9 | repeat | 1 | 0.9 | 0.001 | 89.00 | 87.00 | 12.5 | x1 | store |" in page
+    assert "| 9 | repeat | 1 | 0.9 | 0.001 | 89.00 | 87.00 | 10 | 12.5 | x1 | store |" in page
     assert (tmp_path / "figures" / "study_smoke_parallel.png").stat().st_size > 0  # named for the spec and the scale
     assert (tmp_path / "figures" / "study_smoke_pair.png").stat().st_size > 0
     for kind in ("history", "slice"):  # Optuna's optimisation history and slices, linked from the page
@@ -158,8 +158,9 @@ def test_a_trial_records_its_run_scored_on_both_halves_and_reports_the_selection
     study = {"name": "s", "base": ["method=dpsd", "privacy=label", *TINY, f"results_dir={results}"], "seed": 0,
              "threads": 1, "scale": "smoke"}
     study_trial({"method.student_lr": 0.003, "method.latents": "resample"}, study)
-    assert set(reported[0]) == {SELECTION, "eps_rigorous", "run_id"}, reported  # the two objectives a study may use
-    assert 0 < reported[0]["eps_rigorous"] < float("inf")
+    # the objectives a study may use: the accuracy and either ledger's epsilon
+    assert set(reported[0]) == {SELECTION, "eps_rigorous", "eps_claimed", "run_id"}, reported
+    assert 0 < reported[0]["eps_rigorous"] < float("inf") and reported[0]["eps_claimed"] == 10.0
     run = MlflowClient(f"sqlite:///{results / 'mlflow.db'}").get_run(reported[0]["run_id"])
     assert run.data.tags["study"] == "s" and run.data.tags["study_phase"] == "search"
     # a cell as a sweep's is, done once both halves are logged: the runs archive keeps it
@@ -174,7 +175,7 @@ def test_a_trial_records_its_run_scored_on_both_halves_and_reports_the_selection
     assert again.data.tags["study_phase"] == "repeat" and again.data.params["seed"] == "1"
     study_trial({"method.student_lr": "not a number"}, study)  # a failed trial is reported, not raised
     assert reported[2][SELECTION] == float("-inf") and "student_lr" in reported[2]["reason"]
-    assert reported[2]["eps_rigorous"] == float("inf")  # worst on both objectives
+    assert reported[2]["eps_rigorous"] == reported[2]["eps_claimed"] == float("inf")  # worst on every objective
     rows = load_history(f"sqlite:///{results / 'mlflow.db'}", "dpsd")
     assert sorted(zip(rows["study_phase"], rows["study_seed"])) == [("repeat", "1"), ("search", "0")]
     assert set(rows["run_id"]) == {reported[0]["run_id"], reported[1]["run_id"]}

@@ -32,11 +32,14 @@ def spec_file(folder, name="study", method="dpsd", **fields):
     return path
 
 
-def trials(points, phase="search") -> pd.DataFrame:
-    """Made-up study runs: ``points`` are (sampled values, selection accuracy, eps rigorous)."""
+def trials(points, phase="search", claimed=None) -> pd.DataFrame:
+    """Made-up study runs: ``points`` are (sampled values, selection accuracy, eps rigorous); eps claimed is
+    ``claimed``'s at the same place, or eps rigorous where it is not given."""
+    claimed = claimed or [eps for _, _, eps in points]
     return pd.DataFrame([{"run_id": f"r{i}", "phase": phase, "params": json.dumps(params, sort_keys=True), "seed": 0,
-                          SELECTION: accuracy, HELD_OUT: accuracy, "eps_rigorous": eps, "source": "archive"}
-                         for i, (params, accuracy, eps) in enumerate(points)])
+                          SELECTION: accuracy, HELD_OUT: accuracy, "eps_rigorous": eps, "eps_claimed": claim,
+                          "source": "archive"}
+                         for i, ((params, accuracy, eps), claim) in enumerate(zip(points, claimed))])
 
 
 def test_normalise_maps_a_search_range_onto_0_1_on_a_log_scale_where_the_search_is_log_uniform():
@@ -102,9 +105,11 @@ def test_the_sensitivity_page_compares_studies_on_the_parameters_they_share_norm
 @pytest.mark.parametrize("raw, words", [
     ("maximize", "directions must map objectives"),
     ({"selection_accuracy": "maximize", "wall_seconds": "minimize"}, "unknown objective 'wall_seconds'; accepted: "
-                                                                      "selection_accuracy, eps_rigorous"),
+                                                                      "selection_accuracy, eps_rigorous, eps_claimed"),
     ({"selection_accuracy": "maximise", "eps_rigorous": "minimize"}, "must be maximize or minimize, got 'maximise'"),
     ({"eps_rigorous": "minimize"}, "directions must include selection_accuracy"),
+    ({"selection_accuracy": "maximize", "eps_rigorous": "minimize", "eps_claimed": "minimize"},
+     "may name one ledger's epsilon (eps_rigorous or eps_claimed), got eps_rigorous, eps_claimed"),
 ])
 def test_a_bad_directions_block_is_refused_in_one_line(tmp_path, raw, words):
     spec = load_spec(spec_file(tmp_path, directions=raw, search={"method.student_lr": {"loguniform": [1e-4, 0.1]}}))
@@ -145,3 +150,53 @@ def test_a_trade_off_study_page_draws_its_front_beside_the_frontier_and_keeps_bo
     assert "## Which hyper-parameters matter" not in page and math.isfinite(runs["eps_rigorous"].sum())
     # beside it: the frontier page of results/pages.yaml (not the headline, which shares feeds.frontier)
     assert "Beside it, the frontier page (results/frontier.md: mnist at laptop sizes): no point of dpsd" in page
+
+
+def test_a_trade_off_on_the_claimed_ledger_ranks_by_eps_claimed_and_says_eps_rigorous_is_infinite(tmp_path):
+    """A method whose eps rigorous is infinite at every setting is drawn on the paper's ledger: the front is ranked by
+    eps claimed (not by the all-infinite rigorous column), the journal keeps eps claimed as the second objective, and
+    the page says which ledger and at how many trials eps rigorous is infinite."""
+    spec = load_spec(spec_file(tmp_path, directions={"selection_accuracy": "maximize", "eps_claimed": "minimize"},
+                               search={"privacy.epsilon": {"loguniform": [0.1, 10.0]}}))
+    runs = trials([({"privacy.epsilon": 0.5}, 40.0, math.inf), ({"privacy.epsilon": 2.0}, 30.0, math.inf),
+                   ({"privacy.epsilon": 8.0}, 70.0, math.inf)], claimed=[0.5, 2.0, 8.0])
+    assert list(front_trials(spec, runs)["front"]) == [True, False, True]
+    assert sorted(t.values[1] for t in optuna_study(spec, runs).best_trials) == [0.5, 8.0]
+    page = study_markdown(spec, runs, tmp_path, title="Trade-off")
+    assert "lower in ε claimed" in page and "This trade-off is on the paper's ledger (ε claimed)" in page
+    assert "is infinite at 3 of its 3 search trials" in page
+    assert "| ε claimed | ε rigorous |" in page and "| 8 | ∞ | 70.00 |" in page
+
+
+def test_a_trade_off_on_the_rigorous_ledger_whose_every_trial_is_infinite_says_there_is_none(tmp_path):
+    spec = load_spec(spec_file(tmp_path, directions=TRADE_OFF, search={"privacy.epsilon": {"loguniform": [0.1, 10.0]}}))
+    runs = trials([({"privacy.epsilon": 0.5}, 40.0, math.inf), ({"privacy.epsilon": 8.0}, 70.0, math.inf)])
+    page = study_markdown(spec, runs, tmp_path, title="Trade-off")
+    assert "Every one of its 2 search trials is at ε rigorous ∞" in page and "paper's ledger" not in page
+    finite = study_markdown(spec, trials([({"privacy.epsilon": 0.5}, 40.0, 0.5)]), tmp_path, title="Trade-off")
+    assert "ε rigorous ∞" not in finite and "paper's ledger" not in finite
+
+
+def test_the_trade_offs_page_sets_every_front_side_by_side_each_on_its_own_ledger(tmp_path):
+    """Two trade-off studies, one on eps rigorous and one on eps claimed (its eps rigorous infinite), and one not run:
+    a row each with its ledger, its count at eps rigorous infinity and its front lowest eps first; the unrun one says
+    how to run it; the figure draws each front in its ledger's panel."""
+    from dpsd.report.pareto import trade_offs_lines
+
+    rigorous = load_spec(spec_file(tmp_path, "rig", method="dpsgd", directions=TRADE_OFF,
+                                   search={"privacy.epsilon": {"loguniform": [0.1, 10.0]}}))
+    claimed = load_spec(spec_file(tmp_path, "claim", method="dp_dfd",
+                                  directions={"selection_accuracy": "maximize", "eps_claimed": "minimize"},
+                                  search={"privacy.epsilon": {"loguniform": [0.1, 10.0]}}))
+    unrun = load_spec(spec_file(tmp_path, "later", method="pate", directions=TRADE_OFF,
+                                search={"privacy.epsilon": {"loguniform": [0.1, 10.0]}}))
+    runs_rigorous = trials([({"privacy.epsilon": 0.5}, 40.0, 0.5), ({"privacy.epsilon": 4.0}, 80.0, 4.0),
+                            ({"privacy.epsilon": 6.0}, 70.0, 6.0)])
+    runs_claimed = trials([({"privacy.epsilon": 1.0}, 90.0, math.inf), ({"privacy.epsilon": 9.0}, 85.0, math.inf)],
+                          claimed=[1.0, 9.0])
+    studies = [(rigorous, runs_rigorous), (claimed, runs_claimed), (unrun, trials([])[:0])]
+    page = "\n".join(trade_offs_lines(studies, {"rig": "pareto_rig.md"}, "smoke", tmp_path, "tradeoffs"))
+    assert "| [rig](pareto_rig.md) | dpsgd | ε rigorous | 3 | 0 | 40.00 at 0.5; 80.00 at 4 |" in page
+    assert "| claim | dp_dfd | ε claimed | 2 | 2 | 90.00 at 1 |" in page
+    assert "| later | pate | ε rigorous | 0 | — | not run yet: `dpsd sweep later --search optuna" in page
+    assert (tmp_path / "figures" / "tradeoffs_smoke_fronts.png").stat().st_size > 0

@@ -8,7 +8,8 @@ with one command, and a page whose spec list lives only in someone's shell histo
 
 A page of hyper-parameter studies (specs with ``feeds.kind: study``, and no other) is rendered by the study report
 instead (:func:`dpsd.report.study.render_study_page`), from the same store and archive: a page of one study is its
-page, a page of several the cross-method ``sensitivity`` page, linking each study's page the manifest lists.
+page, a page of several the cross-method ``sensitivity`` page (or, where every one is a trade-off study, the page
+of every method's Pareto front), linking each study's page the manifest lists.
 """
 
 from __future__ import annotations

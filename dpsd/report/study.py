@@ -34,21 +34,21 @@ from dpsd.report.parameter_ranges import range_lines, shared_lines
 from dpsd.report.runs import latest_per_cell, load_history, read_archive, store_words, write_archive
 from dpsd.report.study_figures import study_figures
 from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, markdown_table, page_scale_line
-from dpsd.sweep.objectives import is_multi_objective, study_directions
+from dpsd.sweep.objectives import PRIVACY, is_multi_objective, study_directions
 from dpsd.sweep.study import HELD_OUT, SELECTION, search_block, study_budget
 from dpsd.sweep.spec import Spec
 
 IMPORTANCE_SEEDS = (0, 1, 2)  # fANOVA fits a random forest: its importances are reported over these seeds
 
 
-RUN_FIELDS = ["run_id", "phase", "params", "seed", SELECTION, HELD_OUT, "eps_rigorous", "source"]
+RUN_FIELDS = ["run_id", "phase", "params", "seed", SELECTION, HELD_OUT, *PRIVACY, "source"]
 STORE, ARCHIVE = "store", "archive"  # where a trial was read: this MLflow store alone (the user's), or the runs archive
 
 
 def study_runs(history: pd.DataFrame, name: str, scale: str | None = None) -> pd.DataFrame:
     """One row per finished trial of study ``name`` (at ``scale``, if given) among ``history``'s runs
     (:func:`dpsd.report.runs.load_history`: the store's and the archive's), oldest first: run id, phase, sampled values
-    (JSON), seed, both halves' accuracy (percent), eps rigorous, where it was read (``source``, :func:`study_history`; a history
+    (JSON), seed, both halves' accuracy (percent), both ledgers' eps, where it was read (``source``, :func:`study_history`; a history
     without it: :data:`STORE`). A configuration run twice counts once: its latest run."""
     if history.empty or "study" not in history.columns:
         return pd.DataFrame(columns=RUN_FIELDS)
@@ -63,7 +63,7 @@ def study_runs(history: pd.DataFrame, name: str, scale: str | None = None) -> pd
     return pd.DataFrame({"run_id": rows["run_id"], "phase": rows["study_phase"], "params": rows["study_params"],
                          "seed": rows["study_seed"].astype(float).astype(int),
                          SELECTION: 100 * rows[halves[0]].astype(float), HELD_OUT: 100 * rows[halves[1]].astype(float),
-                         "eps_rigorous": rows["eps_rigorous"].astype(float),
+                         **{eps: rows[eps].astype(float) for eps in PRIVACY},
                          "source": rows["source"] if "source" in rows.columns else STORE},
                         columns=RUN_FIELDS).reset_index(drop=True)
 
@@ -71,8 +71,8 @@ def study_runs(history: pd.DataFrame, name: str, scale: str | None = None) -> pd
 def optuna_study(spec: Spec, runs: pd.DataFrame, phase: str = "search", storage=None, name: str | None = None):
     """The trials of ``phase`` as an Optuna study over the spec's ranges, in memory or in ``storage`` as study
     ``name``, with the spec's objectives (:func:`dpsd.sweep.objectives.study_directions`: the selection accuracy
-    maximised, and where the spec names it eps rigorous minimised); each trial keeps its run id, seed, held-out
-    accuracy and eps rigorous as user attributes."""
+    maximised, and where the spec names one a ledger's eps minimised); each trial keeps its run id, seed, held-out
+    accuracy and both ledgers' eps as user attributes."""
     import optuna
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -91,7 +91,7 @@ def optuna_study(spec: Spec, runs: pd.DataFrame, phase: str = "search", storage=
         study.add_trial(optuna.trial.create_trial(
             params=json.loads(row["params"]), distributions=space, values=[row[objective] for objective, _ in directions],
             user_attrs={"run_id": row["run_id"], "seed": int(row["seed"]), HELD_OUT: float(row[HELD_OUT]),
-                        "eps_rigorous": float(row["eps_rigorous"])}))
+                        **{eps: float(row[eps]) for eps in PRIVACY}}))
     return study
 
 
@@ -189,14 +189,15 @@ def format_value(value) -> str:
 
 
 def trials_table(runs: pd.DataFrame) -> str:
-    """Every trial, oldest first: its phase and seed, its sampled values, both halves' accuracy, eps rigorous, its run
-    id and where it was read (:func:`sources_sentence`)."""
+    """Every trial, oldest first: its phase and seed, its sampled values, both halves' accuracy, both ledgers' eps,
+    its run id and where it was read (:func:`sources_sentence`)."""
     params = [json.loads(text) for text in runs["params"]]
     keys = list(dict.fromkeys(key for values in params for key in values))
     body = pd.DataFrame({"#": range(1, len(runs) + 1), "Phase": runs["phase"], "Seed": runs["seed"],
                          **{f"`{key}`": [format_value(values.get(key, DASH)) for values in params] for key in keys},
                          "Selection (%)": runs[SELECTION].map(fmt_number),
                          "Held-out (%)": runs[HELD_OUT].map(fmt_number),
+                         "ε claimed": runs["eps_claimed"].map(fmt_eps),
                          "ε rigorous": runs["eps_rigorous"].map(fmt_eps), "Run": runs["run_id"],
                          "Source": runs["source"]})
     return markdown_table(body.astype(str))
@@ -406,8 +407,9 @@ def keep_study(spec_path: str, scale: str, overrides: Sequence[str], archive: Pa
 def render_study_page(specs: Sequence[Path], scale: str, overrides: Sequence[str], markdown: Path,
                       archive: Path | None = None, update_archive: bool = False, title: str | None = None,
                       links: dict[str, Path] | None = None) -> Path:
-    """A committed page (``dpsd pages``): the page of the one study in ``specs``, or the ``sensitivity`` page of
-    several, at ``markdown`` (figures under its folder's ``figures/``), from the runs at ``scale`` in the store and
+    """A committed page (``dpsd pages``): the page of the one study in ``specs``, or of several the ``sensitivity``
+    page (the trade-offs page where every one is a trade-off study: :func:`dpsd.report.pareto.trade_offs_lines`), at
+    ``markdown`` (figures under its folder's ``figures/``), from the runs at ``scale`` in the store and
     ``archive`` (rewritten with them: ``update_archive``). ``links``: each study's page by spec name, for the
     sensitivity page's links (a study without one is named unlinked)."""
     from dpsd.sweep.spec import load_spec
@@ -428,8 +430,14 @@ def render_study_page(specs: Sequence[Path], scale: str, overrides: Sequence[str
                               intro, history, overrides)
     else:
         relative = {name: Path(os.path.relpath(Path(path), markdown.parent)).as_posix()
-                    for name, path in (links or {}).items()}  # where the sensitivity page links them from
-        text = sensitivity_markdown(studies, relative, title, intro, scale, markdown.parent, markdown.stem)
+                    for name, path in (links or {}).items()}  # where the page links them from
+        if all(is_multi_objective(study_directions(spec.name, spec.directions)) for spec in loaded):
+            from dpsd.report.pareto import trade_offs_lines
+
+            text = "\n".join([*_head(title or "Every method's privacy–accuracy trade-off", intro),
+                              *trade_offs_lines(studies, relative, scale, markdown.parent, markdown.stem)])
+        else:
+            text = sensitivity_markdown(studies, relative, title, intro, scale, markdown.parent, markdown.stem)
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(text.rstrip() + "\n", encoding="utf-8")
     return markdown

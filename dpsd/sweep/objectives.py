@@ -7,6 +7,10 @@ names more objectives, each with its direction::
       selection_accuracy: maximize
       eps_rigorous: minimize
 
+The privacy objective is one ledger's ε (:data:`PRIVACY`): ``eps_rigorous``, the standard accountant's over every
+teacher query, or ``eps_claimed``, the paper's own, for a method whose ε rigorous is infinite at every setting (it
+releases what no guarantee covers), so that its trade-off can be drawn at all, on the ledger that says so.
+
 A study with two objectives is a multi-objective search (Optuna's multi-objective TPE through Ray Tune): it finds
 a Pareto front, the trials no other trial beats on every objective at once (:func:`pareto_front`), rather than one
 best trial. The accuracy is always an objective; the order of the block is the order of Optuna's values."""
@@ -18,7 +22,8 @@ from typing import Sequence
 from dpsd.errors import ConfigError
 
 SELECTION = "selection_accuracy"
-OBJECTIVES = (SELECTION, "eps_rigorous")  # what a trial reports that a study may optimise
+PRIVACY = ("eps_rigorous", "eps_claimed")  # the ledgers whose ε a study may minimise (one at a time)
+OBJECTIVES = (SELECTION, *PRIVACY)  # what a trial reports that a study may optimise
 DIRECTIONS = ("maximize", "minimize")
 SINGLE = ((SELECTION, "maximize"),)  # a study without a directions: block
 
@@ -40,7 +45,16 @@ def study_directions(name: str, raw: dict | None) -> tuple[tuple[str, str], ...]
                               f"{direction!r}")
     if SELECTION not in raw:
         raise ConfigError(f"sweep {name}: directions must include {SELECTION} (a study scores its students)")
+    if len([objective for objective in raw if objective in PRIVACY]) > 1:
+        raise ConfigError(f"sweep {name}: directions may name one ledger's epsilon ({' or '.join(PRIVACY)}), "
+                          f"got {', '.join(o for o in raw if o in PRIVACY)}")
     return tuple((str(objective), str(direction)) for objective, direction in raw.items())
+
+
+def privacy_objective(directions: Sequence[tuple[str, str]]) -> str:
+    """The ledger whose ε a study minimises (its ``directions``' one :data:`PRIVACY` objective); ``eps_rigorous``
+    where it names none."""
+    return next((objective for objective, _ in directions if objective in PRIVACY), PRIVACY[0])
 
 
 def is_multi_objective(directions: Sequence[tuple[str, str]]) -> bool:

@@ -40,12 +40,11 @@ from typing import Any, Sequence
 from omegaconf import DictConfig
 
 from dpsd.errors import ConfigError
-from dpsd.sweep.objectives import OBJECTIVES, SELECTION, is_multi_objective, pareto_front, study_directions
+from dpsd.sweep.objectives import PRIVACY, SELECTION, is_multi_objective, pareto_front, study_directions
 from dpsd.sweep.spec import Spec, expand_configs, load_spec, override_key, with_seeds
 
 DISTRIBUTIONS = ("loguniform", "uniform", "int", "choice")
 HELD_OUT = "held_out_accuracy"
-EPS = OBJECTIVES[1]  # eps rigorous: a trial's second objective, where its study names one
 SPLIT_SEED = 0  # the permutation that cuts the test split into its selection and held-out halves
 TRIALS, BEST = 20, 3  # a study's search trials and configurations run again, where its spec names none
 
@@ -149,8 +148,9 @@ def half_accuracies(cfg: DictConfig, run_id: str) -> dict[str, float]:
 
 def study_trial(config: dict, study: dict) -> None:
     """A Tune trial: one run at the sampled values (``config``; a repeat carries its own ``seed``), scored on the test
-    split's two halves; reports ``selection_accuracy`` (what the search maximises) and ``eps_rigorous`` (what a
-    multi-objective search minimises beside it), or a one-line ``reason``."""
+    split's two halves; reports ``selection_accuracy`` (what the search maximises) and both ledgers' ε
+    (:data:`~dpsd.sweep.objectives.PRIVACY`: what a multi-objective search minimises beside it; a method that states
+    no claim: NaN), or a one-line ``reason``."""
     from mlflow.tracking import MlflowClient
     from ray import tune
 
@@ -180,9 +180,10 @@ def study_trial(config: dict, study: dict) -> None:
             client.log_metric(summary["run_id"], key, value)
         client.set_tag(summary["run_id"], "cell_status", DONE)
     except Exception as err:  # a failed trial is reported, not raised: the search goes on
-        tune.report({SELECTION: -math.inf, EPS: math.inf, "reason": one_line(err)})
+        tune.report({SELECTION: -math.inf, **{eps: math.inf for eps in PRIVACY}, "reason": one_line(err)})
         return
-    tune.report({SELECTION: halves[SELECTION], EPS: float(summary["privacy"][EPS]), "run_id": summary["run_id"]})
+    epsilons = {eps: math.nan if summary["privacy"][eps] is None else float(summary["privacy"][eps]) for eps in PRIVACY}
+    tune.report({SELECTION: halves[SELECTION], **epsilons, "run_id": summary["run_id"]})
 
 
 def study_seeds(spec: Spec, seeds: int | None = None) -> tuple[int, list[int]]:
