@@ -190,12 +190,15 @@ def test_an_on_demand_spec_names_its_own_budget_instead_of_the_smoke_scale(study
 
 
 def test_a_page_of_several_specs_at_their_own_budget_names_them_in_one_line():
-    ladder, queries, smoke = (Spec(name=name, paper=None, feeds={}, base=(), grid={}, cells=(), seeds=(0,),
-                                   smoke=("x=1",) if own else (), path=f"sweeps/{name}.yaml", on_demand=own)
-                              for name, own in (("ladder", True), ("query_budget", True), ("table", False)))
+    ladder, queries, smoke, repair = (Spec(name=name, paper=None, feeds={}, base=(), grid={}, cells=(), seeds=(0,),
+                                           smoke=("x=1",) if own else (), path=f"sweeps/{name}.yaml", on_demand=own)
+                                      for name, own in (("ladder", True), ("query_budget", True), ("table", False),
+                                                        ("repair", True)))
     line = tables.page_scale_line([ladder, queries, smoke], "smoke")
-    assert line == ("each spec's own budget (ladder.yaml's and query_budget.yaml's smoke lists, the same for every "
+    assert line == ("each spec's own budget (the smoke lists of ladder.yaml and query_budget.yaml, the same for every "
                     f"cell of a spec), not the papers' hyper-parameters; {tables.SCALE_LINES['smoke']}")
+    assert "(the smoke lists of ladder.yaml, query_budget.yaml and repair.yaml," in tables.page_scale_line(
+        [ladder, queries, repair], "smoke")
     assert line.count("own budget") == 1
     assert tables.page_scale_line([ladder], "smoke") == tables.scale_line(ladder, "smoke")
     assert tables.page_scale_line([ladder, smoke], "laptop") == tables.SCALE_LINES["laptop"]

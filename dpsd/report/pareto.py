@@ -176,8 +176,9 @@ def pareto_lines(spec: Spec, runs: pd.DataFrame, history: pd.DataFrame, out: Pat
                           f"(n = {p['seeds']}, {p['dataset']})" for _, p in mine.iterrows())
               + ". The frontier is another dataset and budget than this study: the two are set side by side, "
               "not on one curve." if len(mine) else f"Beside it, {words}: no point of {method} there.")
-    return [f"This is {dataset} at {scale} budgets (the spec's own smoke list), a check that the trade-off search "
-            f"works, not a result about {method} on a real task.", "",
+    budget = "the spec's own smoke list" if spec.smoke else f"the {scale} scale's sizes"
+    return [f"This is {dataset} at {scale} budgets ({budget}), a check that the trade-off search works, not a result "
+            f"about {method} on a real task.", "",
             f"The search ({len(trials)} trials, Optuna's multi-objective TPE through Ray Tune) is to {goals}. "
             f"{len(front)} of its trials are on the Pareto front: no other trial is both more accurate on the "
             f"selection half and lower in {ledger}. Its configurations, most accurate first, were run again at the "
@@ -205,7 +206,8 @@ def trade_off_row(spec: Spec, runs: pd.DataFrame, link: str | None, scale: str) 
 
 def fronts_figure(studies: Sequence[tuple[Spec, pd.DataFrame]], path: Path) -> Path:
     """Every study's Pareto front, accuracy against its ledger's eps on a log axis: the studies on eps rigorous in
-    the left panel, those on eps claimed (the paper's ledger, their eps rigorous infinite) in the right. A PNG."""
+    the left panel, those on eps claimed (the paper's ledger, their eps rigorous infinite) in the right; each method's
+    marker the frontier's (:func:`dpsd.report.verdict.frontier_marker`: private-data or data-free). A PNG."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(11, 4.4), dpi=100)
@@ -225,12 +227,13 @@ def fronts_figure(studies: Sequence[tuple[Spec, pd.DataFrame]], path: Path) -> P
         axes.set_ylabel("selection accuracy (%)")
         axes.grid(True, alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
-            axes.legend(fontsize=8, loc="lower right")
+            axes.legend(fontsize=8, loc="center right")  # the fronts rise to the upper left and run low to the right
         else:
             axes.text(0.5, 0.5, "no study on this ledger has run", transform=axes.transAxes, ha="center")
     panels["eps_rigorous"].set_title("On the standard ledger (ε rigorous)", fontsize=9)
     panels["eps_claimed"].set_title("On the paper's ledger only (ε claimed; ε rigorous ∞ at every trial)", fontsize=9)
-    figure.suptitle("Every method's Pareto front: the trade-off studies side by side", fontsize=10)
+    figure.suptitle("Every method's Pareto front: the trade-off studies side by side (squares: the method reads "
+                    "private data; discs: data-free after its teachers)", fontsize=10)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, format="png", metadata=PNG_METADATA)

@@ -43,8 +43,8 @@ SCALE_LINES = {
     "paper": "paper scale: each paper's hyper-parameters for its own methods",
 }
 OWN_BUDGET = "its spec's own budget ({}'s smoke list, the same for every cell), not the papers' hyper-parameters"
-OWN_BUDGETS = ("each spec's own budget ({} smoke lists, the same for every cell of a spec), not the papers' "
-               "hyper-parameters")
+OWN_BUDGETS = ("each spec's own budget (the smoke lists of {}, the same for every cell of a spec), not the "
+               "papers' hyper-parameters")
 
 
 @dataclass
@@ -231,7 +231,7 @@ def page_scale_line(specs: Sequence[Spec], scale: str) -> str:
     together in one line."""
     owns = [own_budget_file(spec, scale) for spec in specs]
     named = [name for name in owns if name]
-    together = OWN_BUDGETS.format(" and ".join(f"{name}'s" for name in named)) if len(named) > 1 else None
+    together = OWN_BUDGETS.format(", ".join(named[:-1]) + f" and {named[-1]}") if len(named) > 1 else None
     lines = dict.fromkeys(together if own and together else scale_line(spec, scale) for spec, own in zip(specs, owns))
     return "; ".join(lines) or SCALE_LINES.get(scale, f"{scale} scale")
 
