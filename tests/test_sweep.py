@@ -24,7 +24,8 @@ from omegaconf import OmegaConf
 from dpsd.config import compose
 from dpsd.errors import ConfigError
 from dpsd.sweep.runner import run_sweep, run_sweeps
-from dpsd.sweep.spec import REPO_SWEEPS, common_check, config_hash, expand_cells, load_spec, split_scale
+from dpsd.sweep.spec import (REPO_SWEEPS, Spec, base_value, common_check, config_hash, expand_cells, load_spec,
+                              split_scale)
 from dpsd.report.tables import code_cell
 from dpsd.sweep.store import DATA_ABSENT, DONE, recorded_hashes
 from dpsd.sweep.summary import format_summary
@@ -114,6 +115,14 @@ def test_shared_check_list_yields_to_what_a_spec_varies(tmp_path):
                                      "reference": "none"}, "grid": {"privacy.epsilon": [1]}, "check": ["privacy.k=2"]}))
     assert load_spec(alone).check == (*common_check(REPO_SWEEPS / "any.yaml"), "privacy.k=2")
     assert "model.teacher.recipe.steps=200" in load_spec(alone).check
+
+
+def test_base_value_reads_a_key_the_base_sets_and_no_key_it_merely_begins():
+    spec = Spec(name="s", paper=None, feeds={}, base=("method.k=3", "dataset=digits", "++method=dpsd"), grid={},
+                cells=(), seeds=(0,), smoke=())
+    assert base_value(spec, "method", "-") == "dpsd" and base_value(spec, "dataset", "-") == "digits"
+    assert base_value(spec, "model/teacher", "none") == "none"  # not set: the default
+    assert base_value(spec, "method.k", "-") == "3"
 
 
 def test_a_smoke_list_is_an_on_demand_specs_budget_alone(tmp_path):

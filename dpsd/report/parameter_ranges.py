@@ -18,7 +18,7 @@ import pandas as pd
 
 from dpsd.report.tables import DASH, fmt_number, markdown_table
 from dpsd.sweep.study import SELECTION, search_block
-from dpsd.sweep.spec import Spec
+from dpsd.sweep.spec import Spec, base_value
 
 BINS = 3  # equal parts of a numeric range's (normalised) scale
 NUMERIC = ("loguniform", "uniform", "int")
@@ -124,7 +124,7 @@ def shared_points(studies: Sequence[tuple[Spec, pd.DataFrame]]) -> pd.DataFrame:
     rows = []
     for spec, runs in studies:
         space = search_block(spec)
-        method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), DASH)
+        method = base_value(spec, "method", DASH)
         search = runs[runs["phase"] == "search"]
         for text, accuracy in zip(search["params"], search[SELECTION]):
             values = json.loads(text)

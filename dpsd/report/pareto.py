@@ -25,7 +25,7 @@ from dpsd.report.runs import latest_per_cell
 from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, markdown_table
 from dpsd.report.verdict import frontier_marker
 from dpsd.sweep.objectives import PRIVACY, pareto_front, privacy_objective, study_directions
-from dpsd.sweep.spec import Spec, expand_configs, load_spec
+from dpsd.sweep.spec import Spec, base_value, expand_configs, load_spec
 from dpsd.sweep.study import HELD_OUT, SELECTION
 
 LEDGER_WORDS = {"eps_rigorous": "ε rigorous", "eps_claimed": "ε claimed"}  # a privacy objective as a page names it
@@ -76,8 +76,8 @@ def frontier_points(history: pd.DataFrame, manifest: Path, specs_dir: Path,
 
 def pareto_figure(trials: pd.DataFrame, frontier: pd.DataFrame, method: str, frontier_words: str,
                   study_words: str, path: Path, eps: str = PRIVACY[0]) -> Path:
-    """Two panels, accuracy against the ledger ``eps`` (:data:`LEDGER_WORDS`) on a log axis: left, every search trial and the Pareto front joined
-    in order of eps; right, the frontier page's points (``method``'s drawn large, every other method's small and
+    """Two panels, accuracy against the ledger ``eps`` (:data:`LEDGER_WORDS`) on a log axis: left, every search trial
+    and the Pareto front joined in order of eps; right, the frontier page's points (``method``'s drawn large, every other method's small and
     grey), each with its sample std over seeds. A PNG at ``path``."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -139,11 +139,16 @@ def front_table(trials: pd.DataFrame, runs: pd.DataFrame) -> str:
     return markdown_table(pd.DataFrame(rows).fillna(DASH).astype(str))
 
 
+def infinite_trials(trials: pd.DataFrame) -> int:
+    """How many of ``trials`` are at eps rigorous infinity (no guarantee covers what they release)."""
+    return int(trials["eps_rigorous"].map(math.isinf).sum())
+
+
 def ledger_lines(trials: pd.DataFrame, eps: str) -> list[str]:
     """What the page must say of the ledgers (none where the study minimises eps rigorous and some is finite): a study
     on the claimed ledger is drawn there because its method's eps rigorous is infinite (the count says at how many
     trials); one on the rigorous ledger whose every trial is infinite has no trade-off to draw."""
-    infinite = int(trials["eps_rigorous"].map(math.isinf).sum())
+    infinite = infinite_trials(trials)
     if eps == "eps_claimed":
         return [f"This trade-off is on the paper's ledger (ε claimed), not a guarantee: ε rigorous, the standard "
                 f"accountant's over every teacher query, is infinite at {infinite} of its {len(trials)} search trials "
@@ -159,8 +164,8 @@ def pareto_lines(spec: Spec, runs: pd.DataFrame, history: pd.DataFrame, out: Pat
     """The trade-off page's body (after its head): what was searched, the Pareto front's table, and the figure
     ``<stem>_pareto.png`` under ``out/figures`` beside the frontier page's points (:func:`frontier_points`)."""
     trials = front_trials(spec, runs)
-    dataset = next((o.partition("=")[2] for o in spec.base if o.startswith("dataset=")), DASH)
-    method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), DASH)
+    dataset = base_value(spec, "dataset", DASH)
+    method = base_value(spec, "method", DASH)
     frontier, words = frontier_points(history, manifest, specs_dir, overrides)
     study_words = f"{method} on {dataset} at {scale} budgets"
     directions = study_directions(spec.name, spec.directions)
@@ -196,11 +201,10 @@ def trade_off_row(spec: Spec, runs: pd.DataFrame, link: str | None, scale: str) 
     eps = privacy_objective(directions)
     trials = front_trials(spec, runs) if len(runs) else runs
     front = trials[trials["front"]] if len(trials) else trials
-    method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), DASH)
+    method = base_value(spec, "method", DASH)
     points = "; ".join(f"{fmt_number(t[SELECTION])} at {fmt_eps(t[eps])}" for _, t in front.iterrows())
     return {"Study": f"[{spec.name}]({link})" if link else spec.name, "Method": method, "Ledger": LEDGER_WORDS[eps],
-            "Trials": len(trials), "At ε rigorous ∞": int(trials["eps_rigorous"].map(math.isinf).sum()) if len(trials)
-            else DASH,
+            "Trials": len(trials), "At ε rigorous ∞": infinite_trials(trials) if len(trials) else DASH,
             "Front: selection accuracy (%) at ε": points or f"not run yet: `{study_command(spec, scale)}`"}
 
 
@@ -218,7 +222,7 @@ def fronts_figure(studies: Sequence[tuple[Spec, pd.DataFrame]], path: Path) -> P
         eps = privacy_objective(study_directions(spec.name, spec.directions))
         front = front_trials(spec, runs)
         front = front[front["front"] & front[eps].map(math.isfinite)]
-        method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), spec.name)
+        method = base_value(spec, "method", spec.name)
         panels[eps].plot(front[eps], front[SELECTION], marker=frontier_marker(method), linestyle="-", label=method)
     for eps, axes in panels.items():
         axes.set_xscale("log")

@@ -36,7 +36,7 @@ from dpsd.report.study_figures import study_figures
 from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, markdown_table, page_scale_line
 from dpsd.sweep.objectives import PRIVACY, is_multi_objective, study_directions
 from dpsd.sweep.study import HELD_OUT, SELECTION, search_block, study_budget
-from dpsd.sweep.spec import Spec
+from dpsd.sweep.spec import Spec, base_value
 
 IMPORTANCE_SEEDS = (0, 1, 2)  # fANOVA fits a random forest: its importances are reported over these seeds
 
@@ -324,7 +324,7 @@ def sensitivity_markdown(studies: list[tuple[Spec, pd.DataFrame]], links: dict[s
         ranked = importance_table(optuna_study(spec, runs)) if len(search) >= 2 else pd.DataFrame()
         flat = ranked is None
         ranked = pd.DataFrame() if flat else ranked
-        method = next((o.partition("=")[2] for o in spec.base if o.startswith("method=")), DASH)
+        method = base_value(spec, "method", DASH)
         link = f"study_{spec.name}.md" if links is None else links.get(spec.name)
         order = "; ".join(f"{r['Hyper-parameter']} {r['_mean']:.2f}" for _, r in ranked.iterrows())
         rows.append({"Study": f"[{spec.name}]({link})" if link else spec.name, "Method": method, "Trials": len(search),

@@ -105,6 +105,12 @@ def override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def base_value(spec: Spec, key: str, default: str) -> str:
+    """The value ``spec``'s base list sets for ``key`` (``method`` in ``method=dpsd``: ``dpsd``; matched by
+    :func:`override_key`, so ``++key=`` counts), ``default`` where it sets none."""
+    return next((o.split("=", 1)[1] for o in spec.base if "=" in o and override_key(o) == key), default)
+
+
 def shared_check_file(spec_file: Path) -> Path:
     """The shared check file a spec gets: its folder's :data:`COMMON_CHECK`, else the package's
     (``sweeps/common/check.yaml``): a study of one's own anywhere on disk is shrunk like the repository's."""

@@ -182,7 +182,8 @@ def study_trial(config: dict, study: dict) -> None:
     except Exception as err:  # a failed trial is reported, not raised: the search goes on
         tune.report({SELECTION: -math.inf, **{eps: math.inf for eps in PRIVACY}, "reason": one_line(err)})
         return
-    epsilons = {eps: math.nan if summary["privacy"][eps] is None else float(summary["privacy"][eps]) for eps in PRIVACY}
+    privacy = summary["privacy"]
+    epsilons = {eps: math.nan if privacy[eps] is None else float(privacy[eps]) for eps in PRIVACY}
     tune.report({SELECTION: halves[SELECTION], **epsilons, "run_id": summary["run_id"]})
 
 
