@@ -330,6 +330,9 @@ _ADDED_AT_HISTORICAL_VALUE = {
     ("model", "generator", "block_bn_eps"): 1e-5,
     ("method", "dkd_temperature"): 4.0,
     ("method", "update_order"): "student_first",  # DPSD's loop; DAFL's own values are joint | sequential
+    ("method", "rounds"): 1,  # dfpate: one round of queries
+    ("method", "pool"): 10,  # dfpate: a later round's pool, unread in one round
+    ("method", "augment"): "none",  # dfpate: the student's batches as answered
 }
 # Settings added after cells were recorded whose null means what every earlier run did (no stem chosen: the family's
 # default; no target: train every step of the recipe): left out of the hash when null.

@@ -33,7 +33,7 @@ def test_every_transfer_set_renders_seeded_images_in_the_input_space(name):
 
 
 def test_an_unknown_transfer_set_is_one_line_naming_the_known_ones(tmp_path):
-    with pytest.raises(ConfigError, match="unknown transfer set 'leaves'; known: dead_leaves, fractals, noise, strokes"):
+    with pytest.raises(ConfigError, match="unknown transfer set 'leaves'; known: dead_leaves, fractals, mixed, noise, strokes"):
         run_experiment(dfpate_cfg(tmp_path, "method.transfer=leaves"), show_progress=False)
 
 
@@ -97,6 +97,74 @@ def test_rotation_pretraining_changes_the_student_and_costs_no_privacy(tmp_path)
     assert pretrained["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
     assert pretrained["privacy"]["eps_rigorous"] == plain["privacy"]["eps_rigorous"]
     assert pretrained["metrics"]["final_student_loss"] != plain["metrics"]["final_student_loss"]
+
+
+def test_the_mixed_set_deals_strokes_leaves_and_fractals_in_equal_shares():
+    from dpsd.distill import transfer_sets
+
+    mixed = transfer_sets.mixed(7, 28, torch.Generator().manual_seed(3))
+    rng = torch.Generator().manual_seed(3)
+    parts = [transfer_sets.strokes(3, 28, rng), transfer_sets.dead_leaves(2, 28, rng), transfer_sets.fractals(2, 28, rng)]
+    assert sorted(map(_key, mixed)) == sorted(map(_key, torch.cat(parts)))
+
+
+def _key(image):
+    return tuple(image.flatten().tolist())
+
+
+def test_random_affine_moves_each_image_by_its_own_map_and_keeps_a_still_image():
+    from dpsd.distill.augment import random_affine
+
+    flat = torch.full((4, 1, 28, 28), -1.0)  # the input space's black: nothing to move
+    assert torch.allclose(random_affine(flat, torch.Generator().manual_seed(0)), flat)
+    dot = torch.full((64, 1, 28, 28), -1.0)
+    dot[:, :, 12:16, 12:16] = 1.0
+    moved = random_affine(dot, torch.Generator().manual_seed(0))
+    again = random_affine(dot, torch.Generator().manual_seed(0))
+    assert torch.equal(moved, again) and moved.shape == dot.shape
+    centres = [tuple((m[0] > 0).nonzero().float().mean(dim=0).round().tolist()) for m in moved]
+    assert len(set(centres)) > 8  # shifted by a map of its own, not one map for the batch
+    assert all(abs(r - 13.5) <= 3.5 and abs(c - 13.5) <= 3.5 for r, c in centres)  # by at most 0.1 of the side, turned
+
+
+def test_augmentation_changes_the_student_and_costs_no_privacy(tmp_path):
+    plain = run_experiment(dfpate_cfg(tmp_path), show_progress=False)
+    moved = run_experiment(dfpate_cfg(tmp_path, "method.augment=affine"), show_progress=False)
+    assert moved["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
+    assert moved["privacy"]["eps_rigorous"] == plain["privacy"]["eps_rigorous"]
+    assert moved["metrics"]["final_student_loss"] != plain["metrics"]["final_student_loss"]
+
+
+def test_round_sizes_share_the_queries():
+    from dpsd.methods.dfpate import round_sizes
+
+    assert round_sizes(10, 3) == [4, 3, 3] and round_sizes(500, 1) == [500] and sum(round_sizes(7, 7)) == 7
+
+
+def test_class_balanced_picks_take_each_class_most_typical_images_once():
+    from dpsd.methods.dfpate import class_balanced_picks
+
+    class Fixed(torch.nn.Module):  # logits read off the image itself
+        def forward(self, x):
+            return x.flatten(1)
+
+    pool = torch.eye(3).repeat(4, 1) * torch.arange(1, 13).float().unsqueeze(1)  # image i points at class i % 3
+    picks = class_balanced_picks(Fixed(), pool, 5, 3, torch.device("cpu"))
+    assert len(set(picks.tolist())) == 5
+    assert picks[:2].tolist() == [9, 6] and picks[2:4].tolist() == [10, 7] and picks[4:].tolist() == [11]
+
+
+def test_rounds_ask_the_same_queries_in_all_and_cost_what_one_round_costs(tmp_path):
+    one = run_experiment(dfpate_cfg(tmp_path), show_progress=False)
+    two = run_experiment(dfpate_cfg(tmp_path, "method.rounds=2", "method.pool=4"), show_progress=False)
+    assert two["metrics"]["private_image_reads"] == 0 and two["metrics"]["private_label_reads"] == 0
+    assert two["metrics"]["answered_queries"] == one["metrics"]["answered_queries"] == 100
+    assert two["privacy"]["eps_rigorous"] == pytest.approx(one["privacy"]["eps_rigorous"], rel=1e-9)
+
+
+def test_more_rounds_than_queries_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"method.rounds=101 method.pool=10: rounds must be 1 to method.queries \(100\)"):
+        run_experiment(dfpate_cfg(tmp_path, "method.rounds=101"), show_progress=False)
 
 
 def test_diet_pate_train_mode_scoring_is_flagged_and_reads_each_batch_own_statistics(tmp_path):

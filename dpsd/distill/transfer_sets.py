@@ -11,7 +11,8 @@ channel for colour data. The sets (``method.transfer``, :data:`TRANSFER_SETS`):
   image statistics, Baradad et al. 2021, "Learning to see by looking at noise");
 * ``fractals``: points of a random two-map affine iterated function system (chaos game), the attractor drawn as a
   density and thickened (Kataoka et al. 2020, FractalDB's construction, small);
-* ``noise``: uniform pixels in [0, 1] (the reference a structured set must beat).
+* ``noise``: uniform pixels in [0, 1] (the reference a structured set must beat);
+* ``mixed``: strokes, dead leaves and fractals in equal shares, shuffled (no one program's bias decides).
 
 Pen strokes and the rest are DIET-PATE's kind of transfer set (noise and programmatic images); none of its code
 is used here.
@@ -124,6 +125,18 @@ def fractals(n: int, side: int, rng: torch.Generator) -> Tensor:
 def noise(n: int, side: int, rng: torch.Generator) -> Tensor:
     """Uniform pixels in [0, 1]."""
     return torch.rand((n, 1, side, side), generator=rng)
+
+
+_MIXED = ("strokes", "dead_leaves", "fractals")
+
+
+@TRANSFER_SETS.register("mixed")
+def mixed(n: int, side: int, rng: torch.Generator) -> Tensor:
+    """Strokes, dead leaves and fractals, ``n / 3`` each (the first sets one more where ``n`` does not divide), in a
+    random order."""
+    shares = [n // len(_MIXED) + (i < n % len(_MIXED)) for i in range(len(_MIXED))]
+    images = torch.cat([TRANSFER_SETS.get(name)(share, side, rng) for name, share in zip(_MIXED, shares)])
+    return images[torch.randperm(n, generator=rng)]
 
 
 def transfer_images(name: str, n: int, channels: int, side: int, space: InputSpace, rng: torch.Generator) -> Tensor:

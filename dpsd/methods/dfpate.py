@@ -21,10 +21,16 @@ answered. Members are trained and queried as one batched model (:func:`dpsd.ense
 its answers as the metric ``eps_data_dependent``: the epsilon DIET-PATE states, a function of the private votes and
 not a standard guarantee; neither ledger uses it.
 
+With ``method.rounds`` R > 1 the queries are asked in R rounds: the first on fresh transfer images, each later one on
+the images of a fresh pool (``method.pool`` times its query count) that the student trained on the answers so far
+holds most typical of each class in turn (:func:`class_balanced_picks`: post-processing of released answers, so the
+ledger is the same; the total of queries is ``method.queries`` whatever R).
+
 The student (``model.student``) is trained on the answered transfer images against the noisy answers: their argmax
 (``target=hard``) or the noisy vector clipped at 0 and normalised (``target=soft``), with cross-entropy; with
 ``method.pretrain=rotation`` it first learns to tell how fresh transfer images were turned (self-supervised, free of
-privacy cost: no teacher answers, no private record). ``method.student_eval=train`` scores the student as DIET-PATE
+privacy cost: no teacher answers, no private record); with ``method.augment=affine`` every batch is randomly turned,
+zoomed and shifted, each image keeping its answer's target (post-processing: no query more). ``method.student_eval=train`` scores the student as DIET-PATE
 does, its BatchNorm layers reading each test batch's own statistics (:class:`TestBatchStatistics`): a flagged option,
 never the default, its note in the run's ledger. Every
 setting of ``conf/method/dfpate.yaml`` was fixed before any MNIST run, from runs on scikit-learn's digits, a public
@@ -46,6 +52,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from baselines.pate import Aggregator, aggregator_noise, confident, confident_mask, data_independent_claim, noisy_votes, releases
 from dpsd.data import DataInfo
+from dpsd.distill.augment import random_affine
 from dpsd.distill.builders import make_optimizer
 from dpsd.distill.transfer_sets import TRANSFER_SETS, transfer_images
 from dpsd.ensembles import ensemble_votes, load_or_train_members, with_member_steps
@@ -60,6 +67,7 @@ Votes = Enum("Votes", "soft hard")
 Target = Enum("Target", "soft hard")
 Pretrain = Enum("Pretrain", "none rotation")
 Evaluation = Enum("Evaluation", "eval train")
+Augment = Enum("Augment", "none affine")
 
 
 @dataclass
@@ -82,6 +90,9 @@ class DFPATEConfig(MethodConfig):
     pretrain_images: int = MISSING
     pretrain_epochs: int = MISSING
     student_eval: Evaluation = MISSING
+    rounds: int = MISSING
+    pool: int = MISSING
+    augment: Augment = MISSING
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
@@ -107,6 +118,10 @@ class DFPATE(Method):
     def check_config(cfg: DictConfig) -> None:
         TRANSFER_SETS.get(str(cfg.method.transfer))  # an unknown set: one line naming the known ones
         confident(cfg)
+        rounds, pool, queries = int(cfg.method.rounds), int(cfg.method.pool), int(cfg.method.queries)
+        if not 1 <= rounds <= queries or pool < 1:
+            raise ConfigError(f"method.rounds={rounds} method.pool={pool}: rounds must be 1 to method.queries "
+                              f"({queries}) and pool at least 1")
         if cfg.method.data_dependent and (cfg.method.aggregator != "gnmax" or cfg.method.votes != "hard"):
             raise ConfigError("method.data_dependent needs GNMax on vote counts (method.aggregator=gnmax "
                               f"method.votes=hard), got {cfg.method.aggregator} on {cfg.method.votes} votes")
@@ -144,47 +159,84 @@ class DFPATE(Method):
         members = load_or_train_members(with_member_steps(cfg, method.member_steps), data, device, parts, names,
                                         ctx.phase_log)
         rng = torch.Generator().manual_seed(int(cfg.seed))
-        images = transfer_images(str(method.transfer), int(method.queries), data.channels, data.image_size,
-                                 data.space, rng)
         chunk = int(cfg.model.teacher.ensemble.chunk)
-        soft, hard = ensemble_votes(members, images, device, chunk=chunk,
-                                    log=ctx.phase_log("member votes", math.ceil(teachers / chunk)))
-        votes = soft if method.votes == "soft" else hard
-        answered = torch.ones(len(votes), dtype=torch.bool, device=votes.device)
-        if confident(cfg):
-            answered, event = confident_mask(votes, cfg, ctx.rng)
+        asked, answers, clean, student, loss = [], [], [], None, float("nan")
+        for turn, count in enumerate(round_sizes(int(method.queries), int(method.rounds))):
+            images = transfer_images(str(method.transfer), count * (1 if turn == 0 else int(method.pool)),
+                                     data.channels, data.image_size, data.space, rng)
+            if turn:
+                images = images[class_balanced_picks(student, images, count, ctx.info.num_classes, device)]
+            soft, hard = ensemble_votes(members, images, device, chunk=chunk,
+                                        log=ctx.phase_log("member votes", math.ceil(teachers / chunk)))
+            votes = soft if method.votes == "soft" else hard
+            answered = torch.ones(len(votes), dtype=torch.bool, device=votes.device)
+            if confident(cfg):
+                answered, event = confident_mask(votes, cfg, ctx.rng)
+                ctx.ledger.record(event)
+            if not answered.any():
+                raise ConfigError(f"dfpate: the confident threshold answered no query of round {turn + 1}; lower "
+                                  "method.confident_threshold")
+            noisy, event = noisy_votes(votes[answered], cfg, ctx.rng)
             ctx.ledger.record(event)
-        if not answered.any():
-            raise ConfigError("dfpate: the confident threshold answered no query; lower method.confident_threshold")
-        noisy, event = noisy_votes(votes[answered], cfg, ctx.rng)
-        ctx.ledger.record(event)
-        targets = student_targets(noisy, str(method.target))
-        student, loss = self.train_student(ctx, images[answered.cpu()], targets.cpu())
+            asked.append(images[answered.cpu()])
+            answers.append(noisy)
+            clean.append(votes[answered])
+            student, loss = self.train_student(ctx, torch.cat(asked), student_targets(torch.cat(answers),
+                                                                                       str(method.target)).cpu())
+        noisy, votes = torch.cat(answers), torch.cat(clean)
         if method.student_eval == "train":
             student = TestBatchStatistics(student)
-        clean = votes[answered].argmax(dim=1)
-        metrics = {"final_student_loss": loss, "answered_queries": float(answered.sum()),
-                   "aggregate_agreement": float((noisy.argmax(dim=1) == clean).float().mean()),
-                   "vote_margin": float(_top_two_gap(votes[answered]).mean() / teachers),
+        metrics = {"final_student_loss": loss, "answered_queries": float(len(votes)),
+                   "aggregate_agreement": float((noisy.argmax(dim=1) == votes.argmax(dim=1)).float().mean()),
+                   "vote_margin": float(_top_two_gap(votes).mean() / teachers),
                    "num_teachers": float(teachers)}
         if method.data_dependent:  # DIET-PATE's epsilon: a function of the private votes, never published as a ledger
             metrics["eps_data_dependent"] = pate_analysis.gnmax_data_dependent_epsilon(
-                votes[answered].cpu().numpy(), float(method.sigma), float(cfg.privacy.delta))
+                votes.cpu().numpy(), float(method.sigma), float(cfg.privacy.delta))
+        images = torch.cat(asked)
         return RunResult(student=student, ledger=ctx.ledger, samples=images[:64], metrics=metrics)
 
     @staticmethod
     def train_student(ctx: RunContext, images: Tensor, targets: Tensor) -> tuple[torch.nn.Module, float]:
         """A Xavier-initialised ``model.student``, pretrained on generated images where ``method.pretrain`` says so
         (:func:`pretrain_rotation`), then trained with Adam (``method.lr``) for ``method.epochs`` passes of
-        ``method.batch_size`` over ``images`` against the target distributions (cross-entropy)."""
+        ``method.batch_size`` over ``images`` against the target distributions (cross-entropy), each batch moved by
+        :func:`dpsd.distill.augment.random_affine` where ``method.augment=affine`` (an image keeps its answer's
+        target: post-processing, no query more)."""
         cfg, info, method = ctx.cfg, ctx.info, ctx.cfg.method
         student = xavier_init_(build_classifier(cfg.model.student.arch, info.channels, info.image_size,
                                                 info.num_classes)).to(ctx.device)
         if method.pretrain == "rotation":
             pretrain_rotation(ctx, student)
         optimizer = make_optimizer("adam", student.parameters(), float(method.lr))
-        loss = _train(student, optimizer, images, targets, ctx, lambda net, x: net(x))
+        moves = torch.Generator().manual_seed(int(cfg.seed) + 2)  # apart from the queries' and pretraining's streams
+        augment = (lambda x: random_affine(x, moves)) if method.augment == "affine" else (lambda x: x)
+        loss = _train(student, optimizer, images, targets, ctx, lambda net, x: net(augment(x)))
         return student.eval(), loss
+
+
+def round_sizes(queries: int, rounds: int) -> list[int]:
+    """The queries asked in each of ``rounds`` rounds: ``queries / rounds`` each, the first ones one more where
+    ``rounds`` does not divide ``queries``."""
+    return [queries // rounds + (turn < queries % rounds) for turn in range(rounds)]
+
+
+def class_balanced_picks(student: torch.nn.Module, pool: Tensor, count: int, classes: int,
+                         device: torch.device) -> Tensor:
+    """``count`` indices into ``pool`` that the student (trained on the answers so far: post-processing, no private
+    record) holds most typical of each class in turn: class ``c`` takes the images with the highest student
+    probability of ``c`` not taken yet, ``count / classes`` of them (the first classes one more where ``classes``
+    does not divide ``count``). The next round's queries then cover every class the student knows, however the
+    transfer set leans, each where the student is surest and the teachers' answer confirms or corrects it."""
+    with torch.no_grad():
+        probability = torch.cat([student.eval()(x.to(device)).softmax(dim=1).cpu() for x in pool.split(1024)])
+    free = torch.ones(len(pool), dtype=torch.bool)
+    picks = []
+    for c, share in enumerate(round_sizes(count, classes)):
+        best = torch.where(free, probability[:, c], torch.tensor(-1.0)).topk(share).indices
+        free[best] = False
+        picks.append(best)
+    return torch.cat(picks)
 
 
 def pretrain_rotation(ctx: RunContext, student: torch.nn.Module) -> float:
