@@ -90,8 +90,13 @@ def test_the_data_dependent_epsilon_needs_vote_counts(tmp_path):
         run_experiment(dfpate_cfg(tmp_path, "method.data_dependent=true"), show_progress=False)
 
 
-def test_rotation_pretraining_changes_the_student_and_costs_no_privacy(tmp_path):
-    plain = run_experiment(dfpate_cfg(tmp_path), show_progress=False)
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """The default run the switches below are compared with."""
+    return run_experiment(dfpate_cfg(tmp_path_factory.mktemp("plain")), show_progress=False)
+
+
+def test_rotation_pretraining_changes_the_student_and_costs_no_privacy(tmp_path, plain):
     pretrained = run_experiment(dfpate_cfg(tmp_path, "method.pretrain=rotation", "method.pretrain_images=256",
                                            "method.pretrain_epochs=1"), show_progress=False)
     assert pretrained["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
@@ -127,8 +132,7 @@ def test_random_affine_moves_each_image_by_its_own_map_and_keeps_a_still_image()
     assert all(abs(r - 13.5) <= 3.5 and abs(c - 13.5) <= 3.5 for r, c in centres)  # by at most 0.1 of the side, turned
 
 
-def test_augmentation_changes_the_student_and_costs_no_privacy(tmp_path):
-    plain = run_experiment(dfpate_cfg(tmp_path), show_progress=False)
+def test_augmentation_changes_the_student_and_costs_no_privacy(tmp_path, plain):
     moved = run_experiment(dfpate_cfg(tmp_path, "method.augment=affine"), show_progress=False)
     assert moved["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
     assert moved["privacy"]["eps_rigorous"] == plain["privacy"]["eps_rigorous"]
@@ -155,7 +159,7 @@ def test_class_balanced_picks_take_each_class_most_typical_images_once():
 
 
 def test_rounds_ask_the_same_queries_in_all_and_cost_what_one_round_costs(tmp_path):
-    one = run_experiment(dfpate_cfg(tmp_path), show_progress=False)
+    one = run_experiment(dfpate_cfg(tmp_path, "method.rounds=1"), show_progress=False)
     two = run_experiment(dfpate_cfg(tmp_path, "method.rounds=2", "method.pool=4"), show_progress=False)
     assert two["metrics"]["private_image_reads"] == 0 and two["metrics"]["private_label_reads"] == 0
     assert two["metrics"]["answered_queries"] == one["metrics"]["answered_queries"] == 100
