@@ -51,7 +51,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
 from baselines.pate import Aggregator, aggregator_noise, confident, confident_mask, data_independent_claim, noisy_votes, releases
-from dpsd.data import DataInfo
+from dpsd.data import DataInfo, images_of, split_labels
 from dpsd.distill.augment import random_affine
 from dpsd.distill.builders import make_optimizer
 from dpsd.distill.transfer_sets import TRANSFER_SETS, transfer_images
@@ -60,6 +60,7 @@ from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
 from dpsd.models import build_classifier, penultimate_features, xavier_init_
 from dpsd.privacy import pate_analysis
+from dpsd.privacy.boundary import CountedTeacher
 from dpsd.privacy.accounting import Ledger
 from dpsd.teachers import disjoint_partition
 
@@ -189,7 +190,8 @@ class DFPATE(Method):
         metrics = {"final_student_loss": loss, "answered_queries": float(len(votes)),
                    "aggregate_agreement": float((noisy.argmax(dim=1) == votes.argmax(dim=1)).float().mean()),
                    "vote_margin": float(_top_two_gap(votes).mean() / teachers),
-                   "num_teachers": float(teachers)}
+                   "num_teachers": float(teachers),
+                   "ensemble_test_accuracy": ensemble_test_accuracy(members, ctx, chunk)}
         if method.data_dependent:  # DIET-PATE's epsilon: a function of the private votes, never published as a ledger
             metrics["eps_data_dependent"] = pate_analysis.gnmax_data_dependent_epsilon(
                 votes.cpu().numpy(), float(method.sigma), float(cfg.privacy.delta))
@@ -213,6 +215,18 @@ class DFPATE(Method):
         augment = (lambda x: random_affine(x, moves)) if method.augment == "affine" else (lambda x: x)
         loss = _train(student, optimizer, images, targets, ctx, lambda net, x: net(augment(x)))
         return student.eval(), loss
+
+
+def ensemble_test_accuracy(members: list[torch.nn.Module], ctx: RunContext, chunk: int) -> float:
+    """The members' clean aggregate scored on the test split: the argmax of their summed ``method.votes`` (no noise),
+    against the test labels. What the student could learn at most from answers without noise; scoring, not a release
+    (the members' networks answer outside the boundary's count, as the runner scores a teacher)."""
+    test = ctx.data.test
+    images, labels = images_of(test, range(len(test))), torch.tensor(split_labels(test))
+    networks = [member.teacher if isinstance(member, CountedTeacher) else member for member in members]
+    soft, hard = ensemble_votes(networks, images, ctx.device, chunk=chunk)
+    votes = soft if ctx.cfg.method.votes == "soft" else hard
+    return float((votes.argmax(dim=1).cpu() == labels).float().mean())
 
 
 def round_sizes(queries: int, rounds: int) -> list[int]:
