@@ -140,10 +140,11 @@ def test_augmentation_changes_the_student_and_costs_no_privacy(tmp_path, plain):
     assert moved["metrics"]["final_student_loss"] != plain["metrics"]["final_student_loss"]
 
 
-def test_round_sizes_share_the_queries():
-    from dpsd.methods.dfpate import round_sizes
+def test_even_shares_split_a_total_as_evenly_as_can_be():
+    from dpsd.distill.transfer_sets import even_shares
 
-    assert round_sizes(10, 3) == [4, 3, 3] and round_sizes(500, 1) == [500] and sum(round_sizes(7, 7)) == 7
+    assert even_shares(10, 3) == [4, 3, 3] and even_shares(500, 1) == [500] and even_shares(7, 7) == [1] * 7
+    assert even_shares(2, 3) == [1, 1, 0]
 
 
 def test_class_balanced_picks_take_each_class_most_typical_images_once():

@@ -130,12 +130,17 @@ def noise(n: int, side: int, rng: torch.Generator) -> Tensor:
 _MIXED = ("strokes", "dead_leaves", "fractals")
 
 
+def even_shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` shares as even as can be: ``total // parts`` each, the first ``total % parts``
+    one more (the mixed set's programs, a run's rounds of queries, a round's classes)."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
 @TRANSFER_SETS.register("mixed")
 def mixed(n: int, side: int, rng: torch.Generator) -> Tensor:
     """Strokes, dead leaves and fractals, ``n / 3`` each (the first sets one more where ``n`` does not divide), in a
     random order."""
-    shares = [n // len(_MIXED) + (i < n % len(_MIXED)) for i in range(len(_MIXED))]
-    images = torch.cat([TRANSFER_SETS.get(name)(share, side, rng) for name, share in zip(_MIXED, shares)])
+    images = torch.cat([TRANSFER_SETS.get(name)(share, side, rng) for name, share in zip(_MIXED, even_shares(n, len(_MIXED)))])
     return images[torch.randperm(n, generator=rng)]
 
 

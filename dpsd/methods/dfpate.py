@@ -54,7 +54,7 @@ from baselines.pate import Aggregator, aggregator_noise, confident, confident_ma
 from dpsd.data import DataInfo, images_of, split_labels
 from dpsd.distill.augment import random_affine
 from dpsd.distill.builders import make_optimizer
-from dpsd.distill.transfer_sets import TRANSFER_SETS, transfer_images
+from dpsd.distill.transfer_sets import TRANSFER_SETS, even_shares, transfer_images
 from dpsd.ensembles import ensemble_votes, load_or_train_members, with_member_steps
 from dpsd.errors import ConfigError
 from dpsd.methods.base import Method, MethodConfig, RunContext, RunResult, register_method
@@ -162,7 +162,7 @@ class DFPATE(Method):
         rng = torch.Generator().manual_seed(int(cfg.seed))
         chunk = int(cfg.model.teacher.ensemble.chunk)
         asked, answers, clean, student, loss = [], [], [], None, float("nan")
-        for turn, count in enumerate(round_sizes(int(method.queries), int(method.rounds))):
+        for turn, count in enumerate(even_shares(int(method.queries), int(method.rounds))):
             images = transfer_images(str(method.transfer), count * (1 if turn == 0 else int(method.pool)),
                                      data.channels, data.image_size, data.space, rng)
             if turn:
@@ -229,12 +229,6 @@ def ensemble_test_accuracy(members: list[torch.nn.Module], ctx: RunContext, chun
     return float((votes.argmax(dim=1).cpu() == labels).float().mean())
 
 
-def round_sizes(queries: int, rounds: int) -> list[int]:
-    """The queries asked in each of ``rounds`` rounds: ``queries / rounds`` each, the first ones one more where
-    ``rounds`` does not divide ``queries``."""
-    return [queries // rounds + (turn < queries % rounds) for turn in range(rounds)]
-
-
 def class_balanced_picks(student: torch.nn.Module, pool: Tensor, count: int, classes: int,
                          device: torch.device) -> Tensor:
     """``count`` indices into ``pool`` that the student (trained on the answers so far: post-processing, no private
@@ -246,7 +240,7 @@ def class_balanced_picks(student: torch.nn.Module, pool: Tensor, count: int, cla
         probability = torch.cat([student.eval()(x.to(device)).softmax(dim=1).cpu() for x in pool.split(1024)])
     free = torch.ones(len(pool), dtype=torch.bool)
     picks = []
-    for c, share in enumerate(round_sizes(count, classes)):
+    for c, share in enumerate(even_shares(count, classes)):
         best = torch.where(free, probability[:, c], torch.tensor(-1.0)).topk(share).indices
         free[best] = False
         picks.append(best)
