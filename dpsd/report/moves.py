@@ -31,11 +31,15 @@ def moved_runs(frame: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
     figures) whose current run is more than :data:`TOLERANCE` points from the latest completed run of ``history``
     (:func:`dpsd.report.runs.load_history`) with the same config hash, another code version and an earlier start:
     one row each with :data:`MOVED_COLUMNS`, in the frame's order."""
-    done = history[(history["status"] == "FINISHED") & (history["cell_status"] == "done")] if len(history) else history
-    by_hash = {digest: runs.sort_values(["start_time", "run_id"]) for digest, runs in done.groupby("config_hash")}
-    started = dict(zip(done["run_id"], done["start_time"])) if len(done) else {}
-    rows = []
     shown = frame[frame["status"] == RUN].drop_duplicates("config_hash") if len(frame) else frame
+    if not len(shown) or not len(history):
+        return pd.DataFrame([], columns=list(MOVED_COLUMNS))
+    done = history[(history["status"] == "FINISHED") & (history["cell_status"] == "done")
+                   & history["config_hash"].isin(set(shown["config_hash"]))]  # the history of the cells shown only
+    # sorted once: a group keeps its rows' order
+    by_hash = dict(tuple(done.sort_values(["start_time", "run_id"]).groupby("config_hash", sort=False)))
+    started = dict(zip(done["run_id"], done["start_time"]))
+    rows = []
     for cell in shown.itertuples(index=False):
         runs, start = by_hash.get(cell.config_hash), started.get(cell.run_id)
         if runs is None or start is None:

@@ -187,7 +187,14 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def read_spec_yaml(path: Path) -> Any:
-    """A spec file's YAML (:class:`_UniqueKeyLoader`: a duplicated key is a ConfigError)."""
+    """A spec file's YAML (:class:`_UniqueKeyLoader`: a duplicated key is a ConfigError), parsed once while the file
+    is unchanged (a page reads each spec many times); each caller gets its own copy."""
+    stat = os.stat(path)
+    return copy.deepcopy(_parsed_yaml(os.path.abspath(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_yaml(path: str, mtime_ns: int, size: int) -> Any:
     with open(path, encoding="utf-8") as stream:  # a stream, so that the error names the file
         return yaml.load(stream, Loader=_UniqueKeyLoader)
 
