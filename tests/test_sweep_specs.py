@@ -287,3 +287,21 @@ def test_a_spec_with_a_key_written_twice_is_refused_in_one_line(tmp_path):
     spec.write_text("name: twice\nseeds: [0]\nseeds: [0, 1, 2]\ngrid: {seed: [0]}\n")
     with pytest.raises(ConfigError, match=r"twice\.yaml, line 3: key 'seeds' is written twice"):
         load_spec(spec)
+
+
+def test_a_spec_file_edited_at_once_is_read_anew_and_each_reader_gets_its_own_copy(tmp_path):
+    """Spec files are parsed once per content: an edit of the same size right after a read (within the file system's
+    timestamp granularity) is still seen, a reader changing what it got changes nobody else's, and a parse error
+    still names the file."""
+    from dpsd.sweep.spec import read_spec_yaml
+
+    path = tmp_path / "edited.yaml"
+    path.write_text("seeds: [1]\n")
+    first = read_spec_yaml(path)
+    path.write_text("seeds: [2]\n")
+    assert first == {"seeds": [1]} and read_spec_yaml(path) == {"seeds": [2]}
+    read_spec_yaml(path)["seeds"].append(3)
+    assert read_spec_yaml(path) == {"seeds": [2]}
+    path.write_text("seeds: [1]\nseeds: [2]\n")
+    with pytest.raises(ConfigError, match="edited.yaml"):
+        read_spec_yaml(path)

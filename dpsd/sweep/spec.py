@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import functools
 import hashlib
+import io
 import itertools
 import json
 import os
@@ -187,16 +188,17 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def read_spec_yaml(path: Path) -> Any:
-    """A spec file's YAML (:class:`_UniqueKeyLoader`: a duplicated key is a ConfigError), parsed once while the file
-    is unchanged (a page reads each spec many times); each caller gets its own copy."""
-    stat = os.stat(path)
-    return copy.deepcopy(_parsed_yaml(os.path.abspath(path), stat.st_mtime_ns, stat.st_size))
+    """A spec file's YAML (:class:`_UniqueKeyLoader`: a duplicated key is a ConfigError). The file is read each time
+    and parsed once per distinct content (a page reads each spec many times; keyed by content, not by modification
+    time, whose granularity can hide a quick same-size edit); each caller gets its own copy."""
+    return copy.deepcopy(_parsed_yaml(str(path), Path(path).read_text(encoding="utf-8")))
 
 
 @functools.lru_cache(maxsize=256)
-def _parsed_yaml(path: str, mtime_ns: int, size: int) -> Any:
-    with open(path, encoding="utf-8") as stream:  # a stream, so that the error names the file
-        return yaml.load(stream, Loader=_UniqueKeyLoader)
+def _parsed_yaml(name: str, text: str) -> Any:
+    stream = io.StringIO(text)
+    stream.name = name  # so that a parse error names the file
+    return yaml.load(stream, Loader=_UniqueKeyLoader)
 
 
 def load_spec(path: str | os.PathLike) -> Spec:
