@@ -333,6 +333,8 @@ _ADDED_AT_HISTORICAL_VALUE = {
     ("method", "rounds"): 1,  # dfpate: one round of queries
     ("method", "pool"): 10,  # dfpate: a later round's pool, unread in one round
     ("method", "augment"): "none",  # dfpate: the student's batches as answered
+    ("method", "students"): 1,  # dfpate: one student learns the answers
+    ("method", "distill_images"): 5000,  # dfpate: unread with one student
 }
 # Settings added after cells were recorded whose null means what every earlier run did (no stem chosen: the family's
 # default; no target: train every step of the recipe): left out of the hash when null.

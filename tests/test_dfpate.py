@@ -140,6 +140,20 @@ def test_augmentation_changes_the_student_and_costs_no_privacy(tmp_path, plain):
     assert moved["metrics"]["final_student_loss"] != plain["metrics"]["final_student_loss"]
 
 
+def test_averaged_students_change_the_released_one_and_cost_no_privacy(tmp_path, plain):
+    averaged = run_experiment(dfpate_cfg(tmp_path, "method.students=2", "method.distill_images=64"), show_progress=False)
+    assert averaged["metrics"]["private_image_reads"] == 0 and averaged["metrics"]["private_label_reads"] == 0
+    assert averaged["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
+    assert averaged["privacy"]["eps_rigorous"] == plain["privacy"]["eps_rigorous"]
+    assert averaged["metrics"]["final_student_loss"] != plain["metrics"]["final_student_loss"]
+
+
+@pytest.mark.parametrize("bad", ["method.students=0", "method.distill_images=0"])
+def test_no_student_or_no_distillation_image_is_one_line(tmp_path, bad):
+    with pytest.raises(ConfigError, match=r"method.students=\d+ method.distill_images=\d+: both must be at least 1"):
+        run_experiment(dfpate_cfg(tmp_path, bad), show_progress=False)
+
+
 def test_even_shares_split_a_total_as_evenly_as_can_be():
     from dpsd.distill.transfer_sets import even_shares
 

@@ -30,7 +30,9 @@ The student (``model.student``) is trained on the answered transfer images again
 (``target=hard``) or the noisy vector clipped at 0 and normalised (``target=soft``), with cross-entropy; with
 ``method.pretrain=rotation`` it first learns to tell how fresh transfer images were turned (self-supervised, free of
 privacy cost: no teacher answers, no private record); with ``method.augment=affine`` every batch is randomly turned,
-zoomed and shifted, each image keeping its answer's target (post-processing: no query more). ``method.student_eval=train`` scores the student as DIET-PATE
+zoomed and shifted, each image keeping its answer's target (post-processing: no query more); with
+``method.students`` K > 1, K students learn the answers and one more learns their mean output on fresh transfer images
+(:meth:`DFPATE.train_student`: post-processing too). ``method.student_eval=train`` scores the student as DIET-PATE
 does, its BatchNorm layers reading each test batch's own statistics (:class:`TestBatchStatistics`): a flagged option,
 never the default, its note in the run's ledger. Every
 setting of ``conf/method/dfpate.yaml`` was fixed before any MNIST run, from runs on scikit-learn's digits, a public
@@ -94,6 +96,8 @@ class DFPATEConfig(MethodConfig):
     rounds: int = MISSING
     pool: int = MISSING
     augment: Augment = MISSING
+    students: int = MISSING
+    distill_images: int = MISSING
     epochs: int = MISSING
     batch_size: int = MISSING
     lr: float = MISSING
@@ -120,6 +124,9 @@ class DFPATE(Method):
         TRANSFER_SETS.get(str(cfg.method.transfer))  # an unknown set: one line naming the known ones
         confident(cfg)
         rounds, pool, queries = int(cfg.method.rounds), int(cfg.method.pool), int(cfg.method.queries)
+        if int(cfg.method.students) < 1 or int(cfg.method.distill_images) < 1:
+            raise ConfigError(f"method.students={cfg.method.students} method.distill_images="
+                              f"{cfg.method.distill_images}: both must be at least 1")
         if not 1 <= rounds <= queries or pool < 1:
             raise ConfigError(f"method.rounds={rounds} method.pool={pool}: rounds must be 1 to method.queries "
                               f"({queries}) and pool at least 1")
@@ -200,21 +207,40 @@ class DFPATE(Method):
 
     @staticmethod
     def train_student(ctx: RunContext, images: Tensor, targets: Tensor) -> tuple[torch.nn.Module, float]:
-        """A Xavier-initialised ``model.student``, pretrained on generated images where ``method.pretrain`` says so
-        (:func:`pretrain_rotation`), then trained with Adam (``method.lr``) for ``method.epochs`` passes of
-        ``method.batch_size`` over ``images`` against the target distributions (cross-entropy), each batch moved by
-        :func:`dpsd.distill.augment.random_affine` where ``method.augment=affine`` (an image keeps its answer's
-        target: post-processing, no query more)."""
-        cfg, info, method = ctx.cfg, ctx.info, ctx.cfg.method
-        student = xavier_init_(build_classifier(cfg.model.student.arch, info.channels, info.image_size,
-                                                info.num_classes)).to(ctx.device)
-        if method.pretrain == "rotation":
-            pretrain_rotation(ctx, student)
-        optimizer = make_optimizer("adam", student.parameters(), float(method.lr))
-        moves = torch.Generator().manual_seed(int(cfg.seed) + 2)  # apart from the queries' and pretraining's streams
-        augment = (lambda x: random_affine(x, moves)) if method.augment == "affine" else (lambda x: x)
-        loss = _train(student, optimizer, images, targets, ctx, lambda net, x: net(augment(x)))
-        return student.eval(), loss
+        """The student of the answers so far. With ``method.students`` K = 1, :func:`one_student` on them. With K > 1,
+        K students learn the same answers, each from its own initialisation, and the student released is one more
+        that learns the answered queries together with ``method.distill_images`` fresh transfer images labelled by the K
+        students' mean softmax output: post-processing of the released answers (no query more, no private record), the
+        variance of K fits to noisy answers averaged away into one ``model.student``."""
+        method = ctx.cfg.method
+        students = [one_student(ctx, images, targets) for _ in range(int(method.students))]
+        if len(students) == 1:
+            return students[0]
+        rng = torch.Generator().manual_seed(int(ctx.cfg.seed) + 3)  # apart from the other streams
+        fresh = transfer_images(str(method.transfer), int(method.distill_images), ctx.data.channels,
+                                ctx.data.image_size, ctx.data.space, rng)
+        with torch.no_grad():
+            mean = torch.cat([torch.stack([net(x.to(ctx.device)).softmax(dim=1) for net, _ in students]).mean(dim=0)
+                              for x in fresh.split(1024)]).cpu()
+        return one_student(ctx, torch.cat([images, fresh]), torch.cat([targets, mean]))
+
+
+def one_student(ctx: RunContext, images: Tensor, targets: Tensor) -> tuple[torch.nn.Module, float]:
+    """A Xavier-initialised ``model.student``, pretrained on generated images where ``method.pretrain`` says so
+    (:func:`pretrain_rotation`), then trained with Adam (``method.lr``) for ``method.epochs`` passes of
+    ``method.batch_size`` over ``images`` against the target distributions (cross-entropy), each batch moved by
+    :func:`dpsd.distill.augment.random_affine` where ``method.augment=affine`` (an image keeps its answer's
+    target: post-processing, no query more)."""
+    cfg, info, method = ctx.cfg, ctx.info, ctx.cfg.method
+    student = xavier_init_(build_classifier(cfg.model.student.arch, info.channels, info.image_size,
+                                            info.num_classes)).to(ctx.device)
+    if method.pretrain == "rotation":
+        pretrain_rotation(ctx, student)
+    optimizer = make_optimizer("adam", student.parameters(), float(method.lr))
+    moves = torch.Generator().manual_seed(int(cfg.seed) + 2)  # apart from the queries' and pretraining's streams
+    augment = (lambda x: random_affine(x, moves)) if method.augment == "affine" else (lambda x: x)
+    loss = _train(student, optimizer, images, targets, ctx, lambda net, x: net(augment(x)))
+    return student.eval(), loss
 
 
 def ensemble_test_accuracy(members: list[torch.nn.Module], ctx: RunContext, chunk: int) -> float:
