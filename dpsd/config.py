@@ -335,6 +335,7 @@ _ADDED_AT_HISTORICAL_VALUE = {
     ("method", "augment"): "none",  # dfpate: the student's batches as answered
     ("method", "students"): 1,  # dfpate: one student learns the answers
     ("method", "distill_images"): 5000,  # dfpate: unread with one student
+    ("method", "member_augment"): "none",  # dfpate: members trained on their records as drawn
 }
 # Settings added after cells were recorded whose null means what every earlier run did (no stem chosen: the family's
 # default; no target: train every step of the recipe): left out of the hash when null.

@@ -30,11 +30,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from filelock import FileLock
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.utils.data import DataLoader, Dataset, Subset
 
+from dpsd.augment import affine_from_draws
 from dpsd.data import DataSplits, teacher_view
 from dpsd.privacy.boundary import CountedTeacher, counted_members
 from dpsd.errors import ConfigError
@@ -43,6 +44,8 @@ from dpsd.progress import ProgressLog
 from dpsd.teachers import TeacherKey, read_cached, save_teacher, teacher_cache_dir, teacher_key, teacher_network, train_classifier
 
 BACKENDS = ("auto", "serial", "vmap")
+MEMBER_AUGMENTS = ("none", "affine")
+"""How a member's batches are moved in training: as drawn, or each image by its own random affine map."""
 
 
 def member_seed(seed: int, index: int) -> int:
@@ -59,14 +62,27 @@ def backend(cfg: DictConfig, device: torch.device) -> str:
     return name
 
 
-def with_member_steps(cfg: DictConfig, steps: int | None) -> DictConfig:
+def with_member_steps(cfg: DictConfig, steps: int | None, augment: str = "none") -> DictConfig:
     """The teacher config members train with: ``steps`` (a method's ``member_steps``) in place of the
-    recipe's (a member sees 1/n of the data; the step count is part of the member's cache key)."""
-    if steps is None:
+    recipe's (a member sees 1/n of the data; the step count is part of the member's cache key); with ``augment``
+    ``affine``, the recipe's ``augment`` too, so each member's batches are moved as :func:`_train_chunk` says (a key
+    of the recipe, hence of the member's cache key, only where it is set: members trained as before keep theirs)."""
+    if augment not in MEMBER_AUGMENTS:
+        raise ConfigError(f"member augmentation must be one of {', '.join(MEMBER_AUGMENTS)}, got {augment!r}")
+    if steps is None and augment == "none":
         return cfg
     member = cfg.copy()
-    member.model.teacher.recipe.steps = int(steps)
+    if steps is not None:
+        member.model.teacher.recipe.steps = int(steps)
+    if augment != "none":
+        with open_dict(member.model.teacher.recipe):
+            member.model.teacher.recipe.augment = augment
     return member
+
+
+def member_augment(recipe: DictConfig) -> str:
+    """The member augmentation a teacher ``recipe`` asks for (:func:`with_member_steps`); ``none`` where it names none."""
+    return str(recipe.get("augment", "none"))
 
 
 def _member_cfg(cfg: DictConfig, index: int) -> DictConfig:
@@ -89,6 +105,9 @@ def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.devic
     member key ``names[i]`` (which must say which split it was trained on); returned in eval mode.
     ``phase_log`` (a run's :attr:`~dpsd.methods.base.RunContext.phase_log`): a line as members finish."""
     chosen = backend(cfg, device)
+    if chosen == "serial" and member_augment(cfg.model.teacher.recipe) != "none":
+        raise ConfigError("member augmentation needs the batched trainer: set model.teacher.ensemble.backend=vmap "
+                          "(the serial one trains each member as a plain teacher, unmoved)")
     configs = [_member_cfg(cfg, i) for i in range(len(parts))]
     keys = [teacher_key(member_cfg, data.convention, name) for member_cfg, name in zip(configs, names)]
     files = [teacher_cache_dir(cfg) / key.filename for key in keys]
@@ -210,6 +229,8 @@ def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, con
     images = [(x.to(device), y.to(device)) for x, y in images]
     streams = [_endless(_loader(len(part), int(recipe.batch_size), int(member_cfg.seed)))
                for part, member_cfg in zip(parts, configs)]
+    moves = ([torch.Generator().manual_seed(int(member_cfg.seed) + 2) for member_cfg in configs]
+             if member_augment(recipe) == "affine" else None)  # apart from the batch order's stream
     steps = int(recipe.steps)
     optimizer = torch.optim.Adam(list(params.values()), lr=float(recipe.lr), weight_decay=float(recipe.weight_decay))
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=float(recipe.lr), total_steps=steps)
@@ -217,6 +238,9 @@ def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, con
         batches = [next(stream).to(device) for stream in streams]
         x = torch.stack([xs[index] for (xs, _), index in zip(images, batches)])
         y = torch.stack([ys[index] for (_, ys), index in zip(images, batches)])
+        if moves is not None:  # each member's images moved by its own stream, all in one call
+            draw = torch.cat([torch.rand(x.shape[1], 4, generator=stream) for stream in moves])
+            x = affine_from_draws(x.flatten(0, 1), draw).view_as(x)
         loss = batched_loss(params, buffers, x, y).sum()  # member i's gradient is its own loss's
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -119,7 +119,7 @@ def _key(image):
 
 
 def test_random_affine_moves_each_image_by_its_own_map_and_keeps_a_still_image():
-    from dpsd.distill.augment import random_affine
+    from dpsd.augment import random_affine
 
     flat = torch.full((4, 1, 28, 28), -1.0)  # the input space's black: nothing to move
     assert torch.allclose(random_affine(flat, torch.Generator().manual_seed(0)), flat)
@@ -202,3 +202,11 @@ def test_diet_pate_train_mode_scoring_is_flagged_and_reads_each_batch_own_statis
     assert all(torch.equal(before[k], v) for k, v in learnt().items())  # no statistic kept from the test split
     summary = run_experiment(dfpate_cfg(tmp_path, "method.student_eval=train"), show_progress=False)
     assert TRAIN_MODE_NOTE in summary["privacy"]["notes"]
+
+
+def test_augmented_members_change_the_answers_and_cost_no_privacy(tmp_path, plain):
+    moved = run_experiment(dfpate_cfg(tmp_path, "method.member_augment=affine"), show_progress=False)
+    assert moved["metrics"]["private_image_reads"] == 0 and moved["metrics"]["private_label_reads"] == 0
+    assert moved["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
+    assert moved["privacy"]["eps_rigorous"] == plain["privacy"]["eps_rigorous"]
+    assert moved["metrics"]["ensemble_test_accuracy"] != plain["metrics"]["ensemble_test_accuracy"]

@@ -5,7 +5,8 @@ import torch
 
 from dpsd.config import compose, resolve_paths
 from dpsd.data import load_dataset
-from dpsd.ensembles import load_or_train_members, member_predictions, member_seed, vote_counts
+from dpsd.ensembles import load_or_train_members, member_predictions, member_seed, vote_counts, with_member_steps
+from dpsd.errors import ConfigError
 from dpsd.teachers import disjoint_partition, teacher_cache_dir
 
 CPU = torch.device("cpu")
@@ -119,3 +120,45 @@ def test_two_runs_needing_the_same_members_at_once_train_them_once(tmp_path, mon
     assert sorted(trained) == ["member 0/2, test", "member 1/2, test"]
     images = data.test.tensors[0][:64]
     assert torch.equal(member_predictions(results[0], images, CPU), member_predictions(results[1], images, CPU))
+
+
+def _augmented_members(tmp_path, backend, chunk, parts, augment="affine"):
+    cfg = resolve_paths(compose([f"results_dir={tmp_path}", "model.teacher.recipe.steps=12",
+                                 "model.teacher.recipe.batch_size=32", f"model.teacher.ensemble.backend={backend}",
+                                 f"model.teacher.ensemble.chunk={chunk}"]))
+    names = [f"{i}/{len(parts)}, test" for i in range(len(parts))]
+    return load_or_train_members(with_member_steps(cfg, None, augment), load_dataset("digits"), CPU, parts, names)
+
+
+def test_member_augmentation_moves_each_members_batches_by_its_own_stream_whatever_the_chunk(tmp_path):
+    data = load_dataset("digits")
+    parts, _ = disjoint_partition(len(data.train), 4, 0, seed=0)
+    images = data.test.tensors[0]
+    logits = {}
+    for name, chunk, augment in (("two", 2, "affine"), ("four", 4, "affine"), ("plain", 4, "none")):
+        members = _augmented_members(tmp_path / name, "vmap", chunk, parts, augment)
+        with torch.no_grad():
+            logits[name] = torch.stack([member(images) for member in members])
+    # a member's moves come from its own seed, not from its place in a chunk: chunks of 2 and 4 train the same members
+    assert (logits["two"] - logits["four"]).abs().max() < 0.1
+    assert (logits["two"].argmax(-1) == logits["four"].argmax(-1)).float().mean() > 0.98
+    # and they are other members than the unmoved ones, cached under other keys
+    assert (logits["four"].argmax(-1) != logits["plain"].argmax(-1)).float().mean() > 0.05
+    files = {name: {p.name for p in (tmp_path / name / "teachers").iterdir()} for name in ("four", "plain")}
+    assert len(files["four"]) == len(files["plain"]) == 4 and not files["four"] & files["plain"]
+
+
+def test_members_trained_unmoved_keep_their_cache_keys():
+    cfg = compose(["model.teacher.recipe.steps=12"])
+    assert "augment" not in with_member_steps(cfg, 20).model.teacher.recipe
+    assert with_member_steps(cfg, None) is cfg
+
+
+def test_member_augmentation_on_the_serial_trainer_or_an_unknown_one_is_one_line(tmp_path):
+    data = load_dataset("digits")
+    parts, _ = disjoint_partition(len(data.train), 2, 0, seed=0)
+    with pytest.raises(ConfigError, match="member augmentation needs the batched trainer: set "
+                                          "model.teacher.ensemble.backend=vmap"):
+        _augmented_members(tmp_path, "serial", 2, parts)
+    with pytest.raises(ConfigError, match="member augmentation must be one of none, affine, got 'flip'"):
+        _augmented_members(tmp_path, "vmap", 2, parts, "flip")

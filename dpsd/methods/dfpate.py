@@ -16,7 +16,9 @@ changed record changes one member, i.e. one vote):
 the whole noisy vector is released (its argmax is post-processing, so ``method.target=soft`` costs what ``hard``
 costs). With ``method.confident_threshold`` T, Confident-GNMax (2018, Alg. 1) answers only queries whose top vote
 + N(0, sigma1^2) reaches T, charged data-independently: the check for every query, the answer for every one
-answered. Members are trained and queried as one batched model (:func:`dpsd.ensembles.ensemble_votes`). With
+answered. Members are trained and queried as one batched model (:func:`dpsd.ensembles.ensemble_votes`); with
+``method.member_augment=affine`` each member's training batches are randomly turned, zoomed and shifted, each member
+by its own stream (:func:`dpsd.ensembles.with_member_steps`: a member's own training, no query, no release). With
 ``method.data_dependent`` (GNMax on vote counts), the run also reports Papernot et al.'s data-dependent RDP epsilon of
 its answers as the metric ``eps_data_dependent``: the epsilon DIET-PATE states, a function of the private votes and
 not a standard guarantee; neither ledger uses it.
@@ -54,7 +56,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from baselines.pate import Aggregator, aggregator_noise, confident, confident_mask, data_independent_claim, noisy_votes, releases
 from dpsd.data import DataInfo, images_of, split_labels
-from dpsd.distill.augment import random_affine
+from dpsd.augment import random_affine
 from dpsd.distill.builders import make_optimizer
 from dpsd.distill.transfer_sets import TRANSFER_SETS, even_shares, transfer_images
 from dpsd.ensembles import ensemble_votes, load_or_train_members, with_member_steps
@@ -79,6 +81,7 @@ class DFPATEConfig(MethodConfig):
 
     num_teachers: int = MISSING
     member_steps: Optional[int] = MISSING
+    member_augment: Augment = MISSING
     transfer: str = MISSING
     queries: int = MISSING
     votes: Votes = MISSING
@@ -164,8 +167,8 @@ class DFPATE(Method):
                               f"allows 1 to {len(data.train)} disjoint partitions")
         parts, _ = disjoint_partition(len(data.train), teachers, 0, int(cfg.seed))
         names = [f"{i}/{teachers}" for i in range(teachers)]
-        members = load_or_train_members(with_member_steps(cfg, method.member_steps), data, device, parts, names,
-                                        ctx.phase_log)
+        members = load_or_train_members(with_member_steps(cfg, method.member_steps, str(method.member_augment)),
+                                        data, device, parts, names, ctx.phase_log)
         rng = torch.Generator().manual_seed(int(cfg.seed))
         chunk = int(cfg.model.teacher.ensemble.chunk)
         asked, answers, clean, student, loss = [], [], [], None, float("nan")
@@ -219,9 +222,7 @@ class DFPATE(Method):
         rng = torch.Generator().manual_seed(int(ctx.cfg.seed) + 3)  # apart from the other streams
         fresh = transfer_images(str(method.transfer), int(method.distill_images), ctx.data.channels,
                                 ctx.data.image_size, ctx.data.space, rng)
-        with torch.no_grad():
-            mean = torch.cat([torch.stack([net(x.to(ctx.device)).softmax(dim=1) for net, _ in students]).mean(dim=0)
-                              for x in fresh.split(1024)]).cpu()
+        mean = mean_softmax([net for net, _ in students], fresh, ctx.device)
         return one_student(ctx, torch.cat([images, fresh]), torch.cat([targets, mean]))
 
 
@@ -229,7 +230,7 @@ def one_student(ctx: RunContext, images: Tensor, targets: Tensor) -> tuple[torch
     """A Xavier-initialised ``model.student``, pretrained on generated images where ``method.pretrain`` says so
     (:func:`pretrain_rotation`), then trained with Adam (``method.lr``) for ``method.epochs`` passes of
     ``method.batch_size`` over ``images`` against the target distributions (cross-entropy), each batch moved by
-    :func:`dpsd.distill.augment.random_affine` where ``method.augment=affine`` (an image keeps its answer's
+    :func:`dpsd.augment.random_affine` where ``method.augment=affine`` (an image keeps its answer's
     target: post-processing, no query more)."""
     cfg, info, method = ctx.cfg, ctx.info, ctx.cfg.method
     student = xavier_init_(build_classifier(cfg.model.student.arch, info.channels, info.image_size,
@@ -255,6 +256,14 @@ def ensemble_test_accuracy(members: list[torch.nn.Module], ctx: RunContext, chun
     return float((votes.argmax(dim=1).cpu() == labels).float().mean())
 
 
+def mean_softmax(networks: list[torch.nn.Module], images: Tensor, device: torch.device) -> Tensor:
+    """The mean over ``networks`` (in eval mode) of their softmax outputs on ``images``, in chunks of 1,024, on the
+    CPU: ``len(images) x classes``. Post-processing of students trained on released answers."""
+    with torch.no_grad():
+        return torch.cat([torch.stack([net.eval()(x.to(device)).softmax(dim=1) for net in networks]).mean(dim=0).cpu()
+                          for x in images.split(1024)])
+
+
 def class_balanced_picks(student: torch.nn.Module, pool: Tensor, count: int, classes: int,
                          device: torch.device) -> Tensor:
     """``count`` indices into ``pool`` that the student (trained on the answers so far: post-processing, no private
@@ -262,8 +271,7 @@ def class_balanced_picks(student: torch.nn.Module, pool: Tensor, count: int, cla
     probability of ``c`` not taken yet, ``count / classes`` of them (the first classes one more where ``classes``
     does not divide ``count``). The next round's queries then cover every class the student knows, however the
     transfer set leans, each where the student is surest and the teachers' answer confirms or corrects it."""
-    with torch.no_grad():
-        probability = torch.cat([student.eval()(x.to(device)).softmax(dim=1).cpu() for x in pool.split(1024)])
+    probability = mean_softmax([student], pool, device)
     free = torch.ones(len(pool), dtype=torch.bool)
     picks = []
     for c, share in enumerate(even_shares(count, classes)):

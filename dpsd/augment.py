@@ -26,8 +26,14 @@ SHIFT = 0.1
 def random_affine(images: Tensor, rng: torch.Generator) -> Tensor:
     """``images`` (``n x c x h x w``), each turned by an angle uniform in [-DEGREES, DEGREES], zoomed by a factor
     uniform in SCALE and shifted by up to SHIFT of the side along each axis, bilinear, drawn from ``rng``."""
-    n = len(images)
-    draw = torch.rand(n, 4, generator=rng).to(images.device)
+    return affine_from_draws(images, torch.rand(len(images), 4, generator=rng))
+
+
+def affine_from_draws(images: Tensor, draw: Tensor) -> Tensor:
+    """:func:`random_affine` with its uniform draws given: ``draw`` (``n x 4``, in [0, 1)) holds each image's turn,
+    zoom and two shifts. Callers that keep one random stream per image group (an ensemble's members) draw them
+    apart and move the whole batch in one call."""
+    draw = draw.to(images.device)
     angle = math.radians(DEGREES) * (2 * draw[:, 0] - 1)
     zoom = SCALE[0] + (SCALE[1] - SCALE[0]) * draw[:, 1]
     shift = 2 * SHIFT * (2 * draw[:, 2:] - 1)  # affine_grid's coordinates span [-1, 1]: a side is 2
@@ -38,4 +44,4 @@ def random_affine(images: Tensor, rng: torch.Generator) -> Tensor:
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
-__all__ = ["random_affine"]
+__all__ = ["affine_from_draws", "random_affine"]
