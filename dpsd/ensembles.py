@@ -1,6 +1,10 @@
 """Teacher ensembles: n members, each trained on its own disjoint part of the private split with its
 own seed (PATE's teachers, DGD's discriminative stream, DPDFD's §4.4 teachers, FedDPSD's clients).
 
+A member whose first stage is a :class:`~dpsd.models.teachers.FixedFront` (no parameter, no data: the scattering
+transform of ``scattering_mlp``) has it computed once for all members, on their training images and on the images
+they answer; only the rest of each member trains and is batched (:func:`split_front`).
+
 Two backends give the same members (``model.teacher.ensemble.backend``):
 
 * ``serial``: one member after another, through :func:`dpsd.teachers.train_classifier`;
@@ -40,6 +44,7 @@ from dpsd.data import DataSplits, teacher_view
 from dpsd.privacy.boundary import CountedTeacher, counted_members
 from dpsd.errors import ConfigError
 from dpsd.models import channels_last
+from dpsd.models.teachers import FixedFront
 from dpsd.progress import ProgressLog
 from dpsd.teachers import TeacherKey, read_cached, save_teacher, teacher_cache_dir, teacher_key, teacher_network, train_classifier
 
@@ -85,6 +90,23 @@ def member_augment(recipe: DictConfig) -> str:
     return str(recipe.get("augment", "none"))
 
 
+def split_front(member: nn.Module) -> tuple[FixedFront | None, nn.Module]:
+    """``(front, rest)``: a member's :class:`~dpsd.models.teachers.FixedFront` and what follows it (the part that
+    trains), or ``(None, member)`` where it has none."""
+    front = getattr(member, "front", None)
+    return (front, member.head) if isinstance(front, FixedFront) else (None, member)
+
+
+def front_features(front: FixedFront | None, images: Tensor, device: torch.device, batch_size: int = 1024) -> Tensor:
+    """``images`` through ``front`` (as they are where there is none), a batch at a time, on ``device``."""
+    if front is None:
+        return images.to(device)
+    front = front.to(device)
+    with torch.no_grad():
+        return torch.cat([front(images[start:start + batch_size].to(device))
+                          for start in range(0, len(images), batch_size)])
+
+
 def _member_cfg(cfg: DictConfig, index: int) -> DictConfig:
     member = cfg.copy()
     member.seed = member_seed(int(cfg.seed), index)
@@ -105,9 +127,13 @@ def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.devic
     member key ``names[i]`` (which must say which split it was trained on); returned in eval mode.
     ``phase_log`` (a run's :attr:`~dpsd.methods.base.RunContext.phase_log`): a line as members finish."""
     chosen = backend(cfg, device)
-    if chosen == "serial" and member_augment(cfg.model.teacher.recipe) != "none":
-        raise ConfigError("member augmentation needs the batched trainer: set model.teacher.ensemble.backend=vmap "
-                          "(the serial one trains each member as a plain teacher, unmoved)")
+    if member_augment(cfg.model.teacher.recipe) != "none":
+        if chosen == "serial":
+            raise ConfigError("member augmentation needs the batched trainer: set model.teacher.ensemble.backend=vmap "
+                              "(the serial one trains each member as a plain teacher, unmoved)")
+        if split_front(_fresh_member(cfg, data))[0] is not None:
+            raise ConfigError(f"member augmentation moves a member's images before its fixed front, which is computed "
+                              f"once for all members: {cfg.model.teacher.arch} takes member augmentation none")
     configs = [_member_cfg(cfg, i) for i in range(len(parts))]
     keys = [teacher_key(member_cfg, data.convention, name) for member_cfg, name in zip(configs, names)]
     files = [teacher_cache_dir(cfg) / key.filename for key in keys]
@@ -218,15 +244,17 @@ def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, con
     # is_contiguous(memory_format=channels_last), which vmap does not implement ("NYI") on a GPU
     models = [_fresh_member(member_cfg, data).to(device, memory_format=torch.contiguous_format).train()
               for member_cfg in configs]
-    params, buffers = stack_module_state(models)
-    skeleton = copy.deepcopy(models[0]).to("meta")
+    front = split_front(models[0])[0]
+    trained = [split_front(model)[1] for model in models]  # each whole member, or the head after its fixed front
+    params, buffers = stack_module_state(trained)
+    skeleton = copy.deepcopy(trained[0]).to("meta")
 
     def member_loss(p: dict, b: dict, x: Tensor, y: Tensor) -> Tensor:
         return F.cross_entropy(functional_call(skeleton, (p, b), (x,)), y)
 
     batched_loss = vmap(member_loss, randomness="different")
     images = [images_and_labels(teacher_view(data.train), part) for part in parts]
-    images = [(x.to(device), y.to(device)) for x, y in images]
+    images = [(front_features(front, x, device), y.to(device)) for x, y in images]
     streams = [_endless(_loader(len(part), int(recipe.batch_size), int(member_cfg.seed)))
                for part, member_cfg in zip(parts, configs)]
     moves = ([torch.Generator().manual_seed(int(member_cfg.seed) + 2) for member_cfg in configs]
@@ -246,8 +274,8 @@ def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, con
         loss.backward()
         optimizer.step()
         schedule.step()
-    for i, model in enumerate(models):
-        model.load_state_dict({name: value[i].detach() for name, value in {**params, **buffers}.items()})
+    for i, part in enumerate(trained):
+        part.load_state_dict({name: value[i].detach() for name, value in {**params, **buffers}.items()})
     return [channels_last(model) for model in models]
 
 
@@ -275,15 +303,17 @@ def ensemble_votes(members: list[nn.Module], images: Tensor, device: torch.devic
     """``(soft, hard)``, each ``len(images) x classes``: the members' summed softmax outputs and their vote counts
     (PATE's n_j(x)), with ``chunk`` members at a time run as one batched model (``torch.func.stack_module_state`` +
     ``vmap(functional_call)``: one batched matrix product a layer instead of one small product a member; the members
-    must share an architecture). Each member is counted at the privacy boundary as answering every image
+    must share an architecture; a fixed front runs once for all of them). Each member is counted at the privacy boundary as answering every image
     (:class:`dpsd.privacy.boundary.CountedTeacher`). Members are evaluated in eval mode (``log``: a line a chunk)."""
     networks = [member.teacher if isinstance(member, CountedTeacher) else member for member in members]
     for member in members:
         if isinstance(member, CountedTeacher):
             member.count(len(images))
+    front = split_front(networks[0])[0]
+    images = front_features(front, images, device)  # a fixed front's output, once for all members
     soft = hard = None
     for done, start in enumerate(range(0, len(networks), chunk)):
-        group = [network.to(device, memory_format=torch.contiguous_format).eval()
+        group = [split_front(network.to(device, memory_format=torch.contiguous_format).eval())[1]
                  for network in networks[start:start + chunk]]
         params, buffers = stack_module_state(group)
         skeleton = copy.deepcopy(group[0]).to("meta")

@@ -326,11 +326,21 @@ def test_unknown_names_and_options():
 
 def test_registry_holds_exactly_the_documented_datasets():
     assert DATASETS.names() == sorted([
-        "digits", "mnist", "fmnist", "cifar10", "cifar100", "celeba_hair", "celeba_gender",
+        "digits", "digits_moved", "mnist", "fmnist", "cifar10", "cifar100", "celeba_hair", "celeba_gender",
         "medmnist", "covidx", "imagenet",
     ])
     assert dataset_info("digits") == (10, 1, 8) and dataset_info("digits", image_size=16) == (10, 1, 16)
     assert load_dataset("digits", image_size=16).train[0][0].shape == (1, 16, 16)
+
+
+def test_moved_digits_are_the_digits_each_moved_once_the_same_way_every_load():
+    plain, moved, again = (load_dataset(name, image_size=28) for name in ("digits", "digits_moved", "digits_moved"))
+    for split in ("train", "test"):
+        images, labels = getattr(moved, split).tensors
+        assert torch.equal(labels, getattr(plain, split).tensors[1])  # the same split, the same labels
+        assert torch.equal(images, getattr(again, split).tensors[0])  # a fixed map: every load moves them alike
+        change = (images - getattr(plain, split).tensors[0]).abs().flatten(1).mean(dim=1)
+        assert (change > 0.01).float().mean() > 0.95 and images.min() >= -1 and images.max() <= 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ import torch
 
 from dpsd.config import compose, resolve_paths
 from dpsd.data import load_dataset
-from dpsd.ensembles import load_or_train_members, member_predictions, member_seed, vote_counts, with_member_steps
+from dpsd.ensembles import (ensemble_votes, load_or_train_members, member_predictions, member_seed, split_front,
+                            vote_counts, with_member_steps)
 from dpsd.errors import ConfigError
 from dpsd.teachers import disjoint_partition, teacher_cache_dir
 
@@ -16,8 +17,9 @@ DEVICES = [CPU] + [pytest.param(torch.device("cuda"), marks=pytest.mark.skipif(n
                                                                               reason="no CUDA device"))]
 
 
-def _members(tmp_path, backend, parts, names, device=CPU):
-    cfg = resolve_paths(compose([f"results_dir={tmp_path}", "model.teacher.recipe.steps=12",
+def _members(tmp_path, backend, parts, names, device=CPU, member=None):
+    member = [] if member is None else [f"model/teacher={member}"]
+    cfg = resolve_paths(compose([f"results_dir={tmp_path}", *member, "model.teacher.recipe.steps=12",
                                  "model.teacher.recipe.batch_size=32", f"model.teacher.ensemble.backend={backend}",
                                  "model.teacher.ensemble.chunk=2"]))
     data = load_dataset("digits")
@@ -122,8 +124,9 @@ def test_two_runs_needing_the_same_members_at_once_train_them_once(tmp_path, mon
     assert torch.equal(member_predictions(results[0], images, CPU), member_predictions(results[1], images, CPU))
 
 
-def _augmented_members(tmp_path, backend, chunk, parts, augment="affine"):
-    cfg = resolve_paths(compose([f"results_dir={tmp_path}", "model.teacher.recipe.steps=12",
+def _augmented_members(tmp_path, backend, chunk, parts, augment="affine", member=None):
+    member = [] if member is None else [f"model/teacher={member}"]
+    cfg = resolve_paths(compose([f"results_dir={tmp_path}", *member, "model.teacher.recipe.steps=12",
                                  "model.teacher.recipe.batch_size=32", f"model.teacher.ensemble.backend={backend}",
                                  f"model.teacher.ensemble.chunk={chunk}"]))
     names = [f"{i}/{len(parts)}, test" for i in range(len(parts))]
@@ -162,3 +165,40 @@ def test_member_augmentation_on_the_serial_trainer_or_an_unknown_one_is_one_line
         _augmented_members(tmp_path, "serial", 2, parts)
     with pytest.raises(ConfigError, match="member augmentation must be one of none, affine, got 'flip'"):
         _augmented_members(tmp_path, "vmap", 2, parts, "flip")
+    with pytest.raises(ConfigError, match="^member augmentation moves a member's images before its fixed front, which "
+                                          "is computed once for all members: scattering_mlp takes member augmentation "
+                                          "none$"):
+        _augmented_members(tmp_path, "vmap", 2, parts, member="scattering_mlp")
+
+
+def test_members_on_a_fixed_front_train_its_head_alike_on_either_backend_and_cache_the_head_only(tmp_path):
+    """The vmap trainer computes the scattering front once, on every member's records, and trains the heads on it;
+    the serial one trains each whole member on its images: the same members."""
+    data = load_dataset("digits")
+    parts, _ = disjoint_partition(len(data.train), 3, 0, seed=0)
+    names = [f"{i}/3, test" for i in range(3)]
+    images = data.test.tensors[0]
+    logits = {}
+    for backend in ("serial", "vmap"):
+        _, _, members = _members(tmp_path / backend, backend, parts, names, member="scattering_mlp")
+        with torch.no_grad():
+            logits[backend] = torch.stack([member(images) for member in members])
+    assert (logits["serial"] - logits["vmap"]).abs().max() < 0.1
+    assert (logits["serial"].argmax(-1) == logits["vmap"].argmax(-1)).float().mean() > 0.98
+    assert not torch.allclose(logits["vmap"][0], logits["vmap"][1])
+    stored = torch.load(next((tmp_path / "vmap" / "teachers").iterdir()), weights_only=False)["state_dict"]
+    assert sorted(stored) == ["head.0.bias", "head.0.weight", "head.2.bias", "head.2.weight"]
+
+
+def test_ensemble_votes_of_members_on_a_fixed_front_are_their_summed_answers(tmp_path):
+    data = load_dataset("digits")
+    parts, _ = disjoint_partition(len(data.train), 3, 0, seed=0)
+    _, _, members = _members(tmp_path, "vmap", parts, [f"{i}/3, test" for i in range(3)], member="scattering_mlp")
+    front, _ = split_front(members[0])
+    assert front is not None and all(split_front(m)[0] is front for m in members)  # one front for all
+    images = data.test.tensors[0][:50]
+    soft, hard = ensemble_votes(members, images, CPU, chunk=2, batch_size=16)
+    with torch.no_grad():
+        outputs = torch.stack([member(images) for member in members])
+    assert torch.allclose(soft, outputs.softmax(dim=2).sum(dim=0), atol=1e-5)
+    assert torch.equal(hard, vote_counts(outputs.argmax(dim=2), 10))
