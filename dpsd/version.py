@@ -291,3 +291,9 @@ def git_commit() -> str:
 def teacher_code_version() -> str:
     """``<version>+t<hash 12>`` of :data:`TEACHER_SOURCES`."""
     return f"{__version__}+t{source_hash(TEACHER_SOURCES)}"
+
+
+def teacher_code_version_at(commit: str, root: Path = ROOT) -> str | None:
+    """:func:`teacher_code_version` of the sources at git ``commit`` (None where git or the commit is unavailable)."""
+    files = _commit_files(commit, TEACHER_SOURCES, (), root)
+    return None if files is None else f"{__version__}+t{_digest(files)}"
