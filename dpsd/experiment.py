@@ -19,7 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
 from dpsd.checkpoint import Checkpointer
-from dpsd.config import config_hash, resolve_device, resolve_paths, validate
+from dpsd.cell_identity import config_hash
+from dpsd.config import resolve_device, resolve_paths, validate
 from dpsd.data import DataInfo, WatchedSplit, data_info, input_convention, load_data
 from dpsd.errors import ConfigError, Fault
 from dpsd.input_space import InputConvention
@@ -86,7 +87,7 @@ def check_finite(step: int, metrics: dict[str, float]) -> None:
 
 def checkpointer(cfg: DictConfig) -> Checkpointer | None:
     """The run's :class:`~dpsd.checkpoint.Checkpointer` where ``checkpoint.every_steps`` asks for one: a file named
-    by the method and the config's hash (:func:`dpsd.config.config_hash`), so the same cell finds it again, kept
+    by the method and the config's hash (:func:`dpsd.cell_identity.config_hash`), so the same cell finds it again, kept
     only for the same code of the method (:func:`dpsd.version.method_code_version`)."""
     every = int(cfg.checkpoint.every_steps)
     if not every:

@@ -49,14 +49,17 @@ SOURCES = ("dpsd", "baselines", "pyproject.toml")
 """Where the code that produces results lives (relative to the checkout or the installed package's parent)."""
 RESULT_FREE = ("dpsd/version.py", "dpsd/cli.py", "dpsd/reproduce.py", "dpsd/quickstart.py", "dpsd/bench.py",
                "dpsd/sweep", "dpsd/tracking.py", "dpsd/progress.py", "dpsd/jsonio.py", "dpsd/report",
-               "dpsd/threads.py", "dpsd/contention.py", "dpsd/allocator.py", "dpsd/privacy/boundary.py")
+               "dpsd/threads.py", "dpsd/contention.py", "dpsd/allocator.py", "dpsd/privacy/boundary.py",
+               "dpsd/cell_identity.py")
 """Code that starts, schedules, records, prints or renders runs: changing it changes no recorded number (a
 run's result is a function of its config, recorded and hashed with it, and of the code that computes it).
 The thread hygiene (:mod:`dpsd.threads`) is here too: the waiting policy changes no number
 (``tests/test_threads.py``), and the thread count was the machine's before it as after. So is the allocator
 (:mod:`dpsd.allocator`: the same weights under either, ``tests/test_allocator.py``). So is the privacy boundary
 (:mod:`dpsd.privacy.boundary`): it counts what a run touches and refuses a run whose releases do not cover it; a
-run it lets through computes what it computed without it (its teacher handle returns the teacher's own outputs)."""
+run it lets through computes what it computed without it (its teacher handle returns the teacher's own outputs). So
+is a cell's identity (:mod:`dpsd.cell_identity`): it names which recorded run a cell is, so a setting added to one
+method at its historical value stales no other method's runs."""
 METHOD_CODE_VERSION = "method_code_version"
 """The run tag holding :func:`method_code_version` (set by :func:`dpsd.tracking.record_run`)."""
 DRIVER = "dpsd/experiment.py"

@@ -7,7 +7,8 @@ import torch
 
 from baselines.dafl import DAFLTrainer
 from dpsd.checkpoint import Checkpointer
-from dpsd.config import compose, config_hash, resolve_paths
+from dpsd.cell_identity import config_hash
+from dpsd.config import compose, resolve_paths
 from dpsd.experiment import resolve_run
 from dpsd.errors import ConfigError
 from dpsd.experiment import checkpointer, run_experiment

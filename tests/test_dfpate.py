@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from dpsd.config import compose
 from dpsd.distill.transfer_sets import TRANSFER_SETS, transfer_images
@@ -210,3 +211,46 @@ def test_augmented_members_change_the_answers_and_cost_no_privacy(tmp_path, plai
     assert moved["metrics"]["member_answers_max"] == plain["metrics"]["member_answers_max"] == 100
     assert moved["privacy"]["eps_rigorous"] == plain["privacy"]["eps_rigorous"]
     assert moved["metrics"]["ensemble_test_accuracy"] != plain["metrics"]["ensemble_test_accuracy"]
+
+
+def test_dreamed_queries_change_the_answers_and_cost_no_privacy_and_keep_a_cell_s_hash(tmp_path):
+    from dpsd.cell_identity import config_hash
+
+    dreamed = run_experiment(dfpate_cfg(tmp_path, "method.rounds=2", "method.pool=2", "method.dream_steps=3"),
+                             show_progress=False)
+    drawn = run_experiment(dfpate_cfg(tmp_path, "method.rounds=2", "method.pool=2"), show_progress=False)
+    assert dreamed["metrics"]["private_image_reads"] == 0 and dreamed["metrics"]["private_label_reads"] == 0
+    assert dreamed["metrics"]["member_answers_max"] == drawn["metrics"]["member_answers_max"] == 100
+    assert dreamed["privacy"]["eps_rigorous"] == drawn["privacy"]["eps_rigorous"]
+    assert dreamed["metrics"]["vote_margin"] != drawn["metrics"]["vote_margin"]
+    without = OmegaConf.to_container(dfpate_cfg(tmp_path))
+    for key in ("dream_steps", "dream_lr", "dream_tv"):  # runs recorded before the switch keep their cells
+        del without["method"][key]
+    assert config_hash(dfpate_cfg(tmp_path)) == config_hash(OmegaConf.create(without))
+    assert config_hash(dfpate_cfg(tmp_path, "method.dream_steps=3")) != config_hash(dfpate_cfg(tmp_path))
+
+
+def test_dreaming_moves_each_image_toward_its_class_within_the_pixel_range(tmp_path):
+    from types import SimpleNamespace
+
+    from dpsd.input_space import input_space
+    from dpsd.methods.dfpate import dreamed, picked_classes
+
+    torch.manual_seed(0)
+    student = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 4))
+    images = torch.rand(8, 1, 8, 8) * 2 - 1
+    classes = picked_classes(8, 4)
+    assert classes.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    ctx = SimpleNamespace(cfg=compose(["method=dfpate", "method.dream_steps=30", "method.dream_tv=0"]),
+                          data=SimpleNamespace(space=input_space("minus_one_one", "digits")), device=torch.device("cpu"))
+    moved = dreamed(student, images, classes, ctx)
+    loss = torch.nn.functional.cross_entropy
+    assert loss(student(moved), classes) < loss(student(images), classes)
+    assert moved.min() >= -1 and moved.max() <= 1 and not torch.equal(moved, images)
+    assert all(p.requires_grad for p in student.parameters())  # the student is left as it was
+
+
+@pytest.mark.parametrize("bad", ["method.dream_steps=-1", "method.dream_lr=0", "method.dream_tv=-0.1"])
+def test_a_negative_dream_setting_is_one_line(tmp_path, bad):
+    with pytest.raises(ConfigError, match=r"method.dream_steps=.* must be at least 0, the rate above 0"):
+        run_experiment(dfpate_cfg(tmp_path, bad), show_progress=False)

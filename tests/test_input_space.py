@@ -12,7 +12,7 @@ from dpsd.errors import ConfigError
 from dpsd.input_space import PUBLISHED_STATISTICS, InputSpace, input_space
 from dpsd.models import build_classifier, build_generator
 from dpsd.models.teachers import STEMS
-from dpsd.config import config_hash
+from dpsd.cell_identity import config_hash
 from dpsd.teachers import teacher_key
 
 

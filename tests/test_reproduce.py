@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dpsd.config import compose, config_hash
+from dpsd.cell_identity import config_hash
+from dpsd.config import compose
 from dpsd.sweep import spec as sweep_spec
 from dpsd.sweep.runner import run_sweeps
 

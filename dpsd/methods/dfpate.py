@@ -26,7 +26,9 @@ not a standard guarantee; neither ledger uses it.
 With ``method.rounds`` R > 1 the queries are asked in R rounds: the first on fresh transfer images, each later one on
 the images of a fresh pool (``method.pool`` times its query count) that the student trained on the answers so far
 holds most typical of each class in turn (:func:`class_balanced_picks`: post-processing of released answers, so the
-ledger is the same; the total of queries is ``method.queries`` whatever R).
+ledger is the same; the total of queries is ``method.queries`` whatever R). With ``method.dream_steps`` > 0 each pick
+is then moved toward its class under that student (:func:`dreamed`: the student inverted, post-processing too), so
+the members answer images the released answers shaped rather than drawn ones.
 
 The student (``model.student``) is trained on the answered transfer images against the noisy answers: their argmax
 (``target=hard``) or the noisy vector clipped at 0 and normalised (``target=soft``), with cross-entropy; with
@@ -98,6 +100,9 @@ class DFPATEConfig(MethodConfig):
     student_eval: Evaluation = MISSING
     rounds: int = MISSING
     pool: int = MISSING
+    dream_steps: int = MISSING
+    dream_lr: float = MISSING
+    dream_tv: float = MISSING
     augment: Augment = MISSING
     students: int = MISSING
     distill_images: int = MISSING
@@ -130,6 +135,10 @@ class DFPATE(Method):
         if int(cfg.method.students) < 1 or int(cfg.method.distill_images) < 1:
             raise ConfigError(f"method.students={cfg.method.students} method.distill_images="
                               f"{cfg.method.distill_images}: both must be at least 1")
+        if int(cfg.method.dream_steps) < 0 or float(cfg.method.dream_lr) <= 0 or float(cfg.method.dream_tv) < 0:
+            raise ConfigError(f"method.dream_steps={cfg.method.dream_steps} method.dream_lr={cfg.method.dream_lr} "
+                              f"method.dream_tv={cfg.method.dream_tv}: steps and the total-variation weight must be "
+                              "at least 0, the rate above 0")
         if not 1 <= rounds <= queries or pool < 1:
             raise ConfigError(f"method.rounds={rounds} method.pool={pool}: rounds must be 1 to method.queries "
                               f"({queries}) and pool at least 1")
@@ -177,6 +186,8 @@ class DFPATE(Method):
                                      data.channels, data.image_size, data.space, rng)
             if turn:
                 images = images[class_balanced_picks(student, images, count, ctx.info.num_classes, device)]
+                if int(method.dream_steps):
+                    images = dreamed(student, images, picked_classes(count, ctx.info.num_classes), ctx)
             soft, hard = ensemble_votes(members, images, device, chunk=chunk,
                                         log=ctx.phase_log("member votes", math.ceil(teachers / chunk)))
             votes = soft if method.votes == "soft" else hard
@@ -279,6 +290,46 @@ def class_balanced_picks(student: torch.nn.Module, pool: Tensor, count: int, cla
         free[best] = False
         picks.append(best)
     return torch.cat(picks)
+
+
+def picked_classes(count: int, classes: int) -> Tensor:
+    """The class each of :func:`class_balanced_picks`' ``count`` picks was picked for, in its order."""
+    return torch.arange(classes).repeat_interleave(torch.tensor(even_shares(count, classes)))
+
+
+def total_variation(images: Tensor) -> Tensor:
+    """The mean absolute difference between neighbouring pixels, across and down, of each image: ``len(images)``."""
+    across = (images[..., :, 1:] - images[..., :, :-1]).abs().flatten(1).mean(dim=1)
+    down = (images[..., 1:, :] - images[..., :-1, :]).abs().flatten(1).mean(dim=1)
+    return across + down
+
+
+def dreamed(student: torch.nn.Module, images: Tensor, classes: Tensor, ctx: RunContext) -> Tensor:
+    """``images`` moved toward ``classes`` under the student trained on the answers so far: ``method.dream_steps``
+    Adam steps (``method.dream_lr``) on the pixels minimising the student's cross-entropy for each image's class plus
+    ``method.dream_tv`` times its :func:`total_variation`, each step kept within the pixel range of the data space
+    ([0, 1] mapped as :func:`dpsd.distill.transfer_sets.transfer_images` maps it). The student's weights stay as they
+    are. Model inversion of the student, as DeepInversion inverts a teacher (Yin et al. 2020, eq. 2-3, its feature
+    statistics term left out: the student saw no private image), but of a network trained on released answers only:
+    post-processing, no query more, no private record. The members then answer the images it makes."""
+    method, channels = ctx.cfg.method, images.shape[1]
+    space = ctx.data.space.for_channels(channels)
+    mean, std = torch.tensor(space.mean).view(1, channels, 1, 1), torch.tensor(space.std).view(1, channels, 1, 1)
+    low, high = ((0 - mean) / std).to(ctx.device), ((1 - mean) / std).to(ctx.device)
+    pixels = images.clone().to(ctx.device).requires_grad_(True)
+    optimizer = torch.optim.Adam([pixels], lr=float(method.dream_lr))
+    student.eval().requires_grad_(False)
+    targets = classes.to(ctx.device)
+    for _ in range(int(method.dream_steps)):
+        loss = (F.cross_entropy(student(pixels), targets, reduction="none")
+                + float(method.dream_tv) * total_variation(pixels)).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            pixels.copy_(torch.maximum(torch.minimum(pixels, high), low))
+    student.requires_grad_(True)
+    return pixels.detach().cpu()
 
 
 def pretrain_rotation(ctx: RunContext, student: torch.nn.Module) -> float:

@@ -25,7 +25,8 @@ from typing import Sequence
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import compose, config_hash, resolve_paths
+from dpsd.cell_identity import config_hash
+from dpsd.config import compose, resolve_paths
 from dpsd.errors import ConfigError
 from dpsd.report import figures, formats, readings_design, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame

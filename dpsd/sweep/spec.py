@@ -25,7 +25,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import CONFIG_DIR, check_method_overrides, compose, config_hash, switch_noise_off
+from dpsd.cell_identity import config_hash
+from dpsd.config import CONFIG_DIR, check_method_overrides, compose, switch_noise_off
 from dpsd.errors import ConfigError
 
 CHECK = "check"
@@ -459,7 +460,7 @@ HASHES = "config_hashes.json"
 
 
 def cell_hash(cfg: DictConfig) -> str:
-    """:func:`dpsd.config.config_hash` of ``cfg``, kept on disk beside the compositions (:func:`composition_cache`,
+    """:func:`dpsd.cell_identity.config_hash` of ``cfg``, kept on disk beside the compositions (:func:`composition_cache`,
     whose fingerprint holds ``dpsd/config.py``, where the hash is defined) under the exact content of the resolved
     config: the sha256 of its pickle, which unpickles to that content only, so two configs that differ in any value
     or type never share an entry (two pickles of one content may differ: then it is hashed again). Planning every

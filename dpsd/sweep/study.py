@@ -154,7 +154,8 @@ def study_trial(config: dict, study: dict) -> None:
     from mlflow.tracking import MlflowClient
     from ray import tune
 
-    from dpsd.config import compose, config_hash
+    from dpsd.cell_identity import config_hash
+    from dpsd.config import compose
     from dpsd.experiment import run_experiment
     from dpsd.sweep.runner import one_line
     from dpsd.sweep.store import DONE
