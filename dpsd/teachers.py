@@ -97,9 +97,19 @@ def evaluate_accuracy(model: nn.Module, dataset: Dataset, device: torch.device, 
     return correct / max(total, 1)
 
 
+@dataclass
+class Partial:
+    """Where a targeted training (:func:`train_to_target`) writes its state at each check, so that a killed one goes on
+    from its last check: ``path`` (beside the teacher's cache file, named by the same key), and ``extra``, its caller's
+    record (the curve so far), saved with it and restored into it in place."""
+
+    path: Path
+    extra: dict
+
+
 def train_classifier(
     model: nn.Module, dataset: Dataset, recipe: DictConfig, device: torch.device, seed: int, desc: str,
-    check: Callable[[int, nn.Module], bool] | None = None,
+    check: Callable[[int, nn.Module], bool] | None = None, partial: Partial | None = None,
 ) -> nn.Module:
     """Plain supervised training on private data: Adam, cross-entropy, and the recipe's ``schedule``:
     ``onecycle`` (one-cycle to ``lr``, the default where the recipe names none) or ``constant`` (``lr``
@@ -111,13 +121,16 @@ def train_classifier(
 
     ``check(step, model)``, where given, is called every ``recipe.target.every`` steps and after the last; training
     stops at the first call that returns True (a recipe sized by its target: :func:`train_to_target`). ``steps`` is
-    then the most it may take, and the length of the one-cycle schedule.
+    then the most it may take, and the length of the one-cycle schedule. With ``partial`` the state after each check
+    that does not stop (weights, optimiser, schedule, the loader's place and random streams, ``partial.extra``) is
+    written to ``partial.path``; a training that finds the file goes on from it, and ends with the weights of one that
+    was never stopped (on a deterministic device: ``tests/test_teacher_target.py``).
     """
     torch.manual_seed(seed)
     model.to(device).train()
+    shuffle = torch.Generator().manual_seed(seed)
     loader = DataLoader(
-        dataset, batch_size=int(recipe.batch_size), shuffle=True,
-        generator=torch.Generator().manual_seed(seed),
+        dataset, batch_size=int(recipe.batch_size), shuffle=True, generator=shuffle,
         drop_last=bool(recipe.get("drop_last", True)) and len(dataset) > int(recipe.batch_size),
     )
     steps = int(recipe.steps)
@@ -128,8 +141,31 @@ def train_classifier(
         raise ConfigError(f"model.teacher.recipe.schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
     schedule = (torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=float(recipe.lr), total_steps=steps)
                 if name == "onecycle" else torch.optim.lr_scheduler.ConstantLR(optimizer, factor=1.0))
-    batches = (batch for _ in iter(int, 1) for batch in loader)  # endless reshuffled epochs
-    for step, (x, y) in zip(tqdm(range(steps), desc=desc, unit="step", leave=False, disable=None), batches):
+    done, place = 0, {"epoch": shuffle.get_state(), "within": 0}  # the loader's place: its epoch's stream, batches into it
+    stored = read_partial(partial.path) if partial is not None else None
+    if stored is not None:
+        model.load_state_dict(stored["model"])
+        optimizer.load_state_dict(stored["optimizer"])
+        schedule.load_state_dict(stored["schedule"])
+        torch.set_rng_state(stored["torch_rng"])
+        done, place = stored["steps_done"], stored["place"]
+        partial.extra.update(stored["extra"])
+        print(f"progress: {desc}: resumed after step {done}/{steps} from {partial.path.name}", file=sys.stderr, flush=True)
+
+    def endless():  # reshuffled epochs, from the loader's place
+        shuffle.set_state(place["epoch"])
+        skip = place["within"]
+        while True:
+            place["epoch"], place["within"] = shuffle.get_state(), 0
+            for batch in loader:
+                place["within"] += 1
+                if skip:
+                    skip -= 1
+                    continue
+                yield batch
+
+    for step, (x, y) in zip(tqdm(range(done, steps), desc=desc, unit="step", leave=False, disable=None,
+                                 initial=done, total=steps), endless()):
         loss = F.cross_entropy(model(x.to(device)), torch.as_tensor(y).to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -140,7 +176,25 @@ def train_classifier(
             model.train()
             if stop:
                 break
+            if partial is not None and step + 1 < steps:
+                _write_atomically(partial.path, {
+                    "steps_done": step + 1, "place": dict(place), "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+                    "torch_rng": torch.get_rng_state(), "extra": partial.extra})
     return model.eval()
+
+
+def read_partial(path: Path) -> dict | None:
+    """The state :func:`train_classifier` wrote at ``path``; None where there is none, or (with a one-line warning)
+    where it is unreadable, so the training starts afresh."""
+    if not path.exists():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # a truncated file: start again
+        print(f"dpsd: warning: partial teacher {path} is unreadable ({type(err).__name__}); training afresh",
+              file=sys.stderr)
+        return None
 
 
 def validation_split(dataset: Dataset, size: int, seed: int) -> tuple[Dataset, Dataset]:
@@ -154,27 +208,35 @@ def validation_split(dataset: Dataset, size: int, seed: int) -> tuple[Dataset, D
 
 
 def train_to_target(model: nn.Module, data: DataSplits, recipe: DictConfig, device: torch.device, seed: int,
-                    desc: str) -> dict[str, Any]:
+                    desc: str, partial: Path | None = None) -> dict[str, Any]:
     """Train ``model`` on the private split less a validation cut until its validation accuracy reaches
     ``recipe.target.accuracy`` (the paper's stated teacher accuracy plus the margin the recipe states), checked every
     ``recipe.target.every`` steps, or until ``recipe.steps``. Test accuracy is measured at each check for the curve
     only: it chooses nothing. Returns ``{"steps", "val_accuracy", "reached", "curve"}``; each check is printed as a
-    progress line, so a terminal and a log show it."""
+    progress line, so a terminal and a log show it. With ``partial`` (a path), the training's state is kept there at
+    each check and a killed training goes on from its last (:class:`Partial`); the curve's seconds then count the
+    seconds trained before the kill too."""
     target = recipe.target
     train, validation = validation_split(teacher_view(data.train), int(target.validation), seed)
-    curve: list[dict[str, float]] = []
-    started = time.perf_counter()
+    record: dict[str, Any] = {"curve": []}  # restored in place by a resumed training
+    kept = Partial(partial, record) if partial is not None else None
+    started, before = time.perf_counter(), None
 
     def check(step: int, net: nn.Module) -> bool:
+        nonlocal before
+        curve = record["curve"]
+        if before is None:  # the seconds trained before a resume: its curve's last
+            before = curve[-1]["seconds"] if curve else 0.0
         val, test = evaluate_accuracy(net, validation, device), evaluate_accuracy(net, data.test, device)
         curve.append({"step": step, "val_accuracy": val, "test_accuracy": test,
-                      "seconds": time.perf_counter() - started})
+                      "seconds": before + time.perf_counter() - started})
         print(f"progress: {desc} step {step}/{int(recipe.steps)}: validation {100 * val:.2f}% "
               f"(target {100 * float(target.accuracy):.2f}%), test {100 * test:.2f}%; "
               f"{curve[-1]['seconds']:.0f} s", file=sys.stderr, flush=True)
         return val >= float(target.accuracy)
 
-    train_classifier(model, train, recipe, device, seed, desc, check=check)
+    train_classifier(model, train, recipe, device, seed, desc, check=check, partial=kept)
+    curve = record["curve"]
     last = curve[-1]
     return {"steps": int(last["step"]), "val_accuracy": last["val_accuracy"],
             "reached": last["val_accuracy"] >= float(target.accuracy), "curve": curve}
@@ -233,11 +295,13 @@ def load_or_train_teacher(cfg: DictConfig, data: DataSplits, device: torch.devic
     with torch.random.fork_rng(devices=[]):
         desc = f"teacher {key.arch}"
         if teacher_cfg.recipe.get("target") is not None:
-            training = train_to_target(model, data, teacher_cfg.recipe, device, int(cfg.seed), desc)
+            training = train_to_target(model, data, teacher_cfg.recipe, device, int(cfg.seed), desc,
+                                       partial=path.with_name(path.name + ".partial"))
         else:
             train_classifier(model, teacher_view(data.train), teacher_cfg.recipe, device, int(cfg.seed), desc=desc)
     accuracy = evaluate_accuracy(model, data.test, device)
     save_teacher(cfg, key, model, accuracy, training)
+    path.with_name(path.name + ".partial").unlink(missing_ok=True)
     return model, {"path": str(path), "cached": False, "test_accuracy": accuracy,
                    "weights_sha256": weights_digest(model), **({"training": training} if training else {})}
 

@@ -76,3 +76,34 @@ def test_the_curve_tool_exports_every_check_of_a_cached_target_teacher(tmp_path)
     assert set(frame["weights_sha256"]) == {record["weights_sha256"]}
     tool.main(["--results-dir", str(tmp_path), "--csv", str(tmp_path / "c.csv"), "--figure", str(tmp_path / "c.png")])
     assert (tmp_path / "c.png").exists() and len(tool.pd.read_csv(tmp_path / "c.csv")) == len(frame)
+
+
+def test_a_killed_training_goes_on_from_its_last_check_and_ends_with_the_weights_of_one_never_stopped(tmp_path,
+                                                                                                     monkeypatch):
+    """Steps 1 to 35 of an 80-step recipe checked every 10 (an epoch of digits is 11 batches: the kill falls mid-epoch),
+    then a kill; the next training reads the state of step 30 and goes on; its weights and curve are the uninterrupted
+    one's, and the partial file is gone once the teacher is cached."""
+    import dpsd.teachers as teachers
+
+    whole = trained(cfg_with_target(tmp_path / "whole", accuracy=1.01, every=10, steps=80))[1]
+    cfg = cfg_with_target(tmp_path / "killed", accuracy=1.01, every=10, steps=80)
+    real = teachers.evaluate_accuracy
+    calls = {"n": 0}
+
+    def killed_at_the_fourth_check(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 7:  # a check measures validation then test: the 7th measure is the 4th check's (step 40)
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(teachers, "evaluate_accuracy", killed_at_the_fourth_check)
+    with pytest.raises(KeyboardInterrupt):
+        trained(cfg)
+    monkeypatch.undo()
+    [kept] = list((tmp_path / "killed" / "teachers").glob("*.partial"))
+    assert torch.load(kept, weights_only=False)["steps_done"] == 30
+    resumed = trained(cfg)[1]
+    assert resumed["weights_sha256"] == whole["weights_sha256"]
+    strip = lambda curve: [{k: v for k, v in point.items() if k != "seconds"} for point in curve]  # noqa: E731
+    assert strip(resumed["training"]["curve"]) == strip(whole["training"]["curve"])
+    assert not kept.exists()

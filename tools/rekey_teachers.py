@@ -9,12 +9,12 @@ cached teacher anew, and the next run retrains it — an hour for the papers' Re
 This vouches by measurement, family by family. A family is what a key names but its seed and member: the
 dataset and its options, the architecture, its stem, its input convention and its recipe. For each family whose
 cached files were trained by COMMIT's teacher code, it trains that family's network for ``PROBE_STEPS`` steps
-from seed 0 with COMMIT's code and with this checkout's, each in its own process, and compares the weights'
-sha256 (``dpsd.teachers.weights_digest``). Where they are equal, each of the family's files is written again
-under today's key (the same weights, ``code_recorded`` and ``code_vouched_by`` beside them); the old file stays
-for COMMIT's code. A family whose probe differs or fails is listed and retrains as before. It is evidence for the
-training path each family takes, not a proof for every step count: use it for changes that add code beside the
-families' (say so in the commit).
+from seed 0 with COMMIT's code and with this checkout's, each in its own process (a recipe with a target trains
+to it, checked at every step), and compares the weights' sha256 (``dpsd.teachers.weights_digest``). Where they
+are equal, each of the family's files is written again under today's key (the same weights, ``code_recorded``
+and ``code_vouched_by`` beside them); the old file stays for COMMIT's code. A family whose probe differs or
+fails is listed and retrains as before. It is evidence for the training path each family takes, not a proof for
+every step count: use it for changes that add code beside the families' or keep their steps (say so in the commit).
 
 ``data.root=DIR`` is where the families' dataset files are (as for ``dpsd run``).
 """
@@ -44,7 +44,7 @@ import torch
 from omegaconf import OmegaConf
 from dpsd.config import compose
 from dpsd.data import load_data, teacher_view
-from dpsd.teachers import teacher_network, train_classifier, weights_digest
+from dpsd.teachers import teacher_network, train_classifier, train_to_target, weights_digest
 
 family, root, steps = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(1)
@@ -59,10 +59,14 @@ if json.loads(json.dumps(shown)) != json.loads(family["input"]):
 recipe = json.loads(family["recipe"])
 teacher = OmegaConf.create({"arch": family["arch"], "pretrained": recipe.pop("pretrained"),
                             "stem": family["stem"] or None})
-recipe.update(steps=steps, target=None)
+recipe["steps"] = steps
 torch.manual_seed(0)
 model = teacher_network(teacher, data)
-train_classifier(model, teacher_view(data.train), OmegaConf.create(recipe), torch.device("cpu"), 0, "probe")
+if recipe.get("target"):  # the targeted path, checked at every step
+    recipe["target"] = {**recipe["target"], "every": 1}
+    train_to_target(model, data, OmegaConf.create(recipe), torch.device("cpu"), 0, "probe")
+else:
+    train_classifier(model, teacher_view(data.train), OmegaConf.create(recipe), torch.device("cpu"), 0, "probe")
 print(weights_digest(model))
 """
 
