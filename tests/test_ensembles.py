@@ -17,12 +17,16 @@ DEVICES = [CPU] + [pytest.param(torch.device("cuda"), marks=pytest.mark.skipif(n
                                                                               reason="no CUDA device"))]
 
 
-def _members(tmp_path, backend, parts, names, device=CPU, member=None):
+def _ensemble_cfg(tmp_path, backend, chunk, member=None):
+    """A short member recipe (12 steps of 32) with the ensemble ``backend`` and ``chunk``; ``member``: its model/teacher."""
     member = [] if member is None else [f"model/teacher={member}"]
-    cfg = resolve_paths(compose([f"results_dir={tmp_path}", *member, "model.teacher.recipe.steps=12",
-                                 "model.teacher.recipe.batch_size=32", f"model.teacher.ensemble.backend={backend}",
-                                 "model.teacher.ensemble.chunk=2"]))
-    data = load_dataset("digits")
+    return resolve_paths(compose([f"results_dir={tmp_path}", *member, "model.teacher.recipe.steps=12",
+                                  "model.teacher.recipe.batch_size=32", f"model.teacher.ensemble.backend={backend}",
+                                  f"model.teacher.ensemble.chunk={chunk}"]))
+
+
+def _members(tmp_path, backend, parts, names, device=CPU, member=None):
+    cfg, data = _ensemble_cfg(tmp_path, backend, 2, member), load_dataset("digits")
     return cfg, data, load_or_train_members(cfg, data, device, parts, names)
 
 
@@ -125,10 +129,7 @@ def test_two_runs_needing_the_same_members_at_once_train_them_once(tmp_path, mon
 
 
 def _augmented_members(tmp_path, backend, chunk, parts, augment="affine", member=None):
-    member = [] if member is None else [f"model/teacher={member}"]
-    cfg = resolve_paths(compose([f"results_dir={tmp_path}", *member, "model.teacher.recipe.steps=12",
-                                 "model.teacher.recipe.batch_size=32", f"model.teacher.ensemble.backend={backend}",
-                                 f"model.teacher.ensemble.chunk={chunk}"]))
+    cfg = _ensemble_cfg(tmp_path, backend, chunk, member)
     names = [f"{i}/{len(parts)}, test" for i in range(len(parts))]
     return load_or_train_members(with_member_steps(cfg, None, augment), load_dataset("digits"), CPU, parts, names)
 
