@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from dpsd.config import CONFIG_DIR, compose
 from dpsd.report.settings import differences, load_settings, stated
-from dpsd.sweep.spec import expand_configs, load_spec
+from dpsd.sweep.spec import expand_configs, load_spec, spec_path
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = load_settings(REPO / "results" / "reference" / "settings.csv")
@@ -107,6 +107,17 @@ def test_the_paper_scale_gives_its_teacher_where_none_is_chosen():
         assert cfg.model.teacher == named.model.teacher, method
         assert cfg.model.teacher.recipe.target.accuracy == pytest.approx(0.9921 + 0.0010)
     assert compose(["method=dgd", "scale=paper"]).model.teacher.arch == "small_cnn"  # no teacher_scale file: the default
+
+
+def test_the_paper_rows_teacher_named_at_any_scale_is_the_paper_scale_s_teacher():
+    """model/teacher=resnet34_paper, as sweeps/ladder_paper_teacher.yaml names it at the ladder's budget, is the teacher
+    the paper scale gives DPSD's family, key for key: one cached teacher a seed serves the ladder and the headline (the
+    cache key reads model.teacher alone, dpsd/teachers.py teacher_key)."""
+    paper = compose(["method=dpsd", "dataset=mnist", "scale=paper"]).model.teacher
+    for method in ("dpsd", "dpsd_t", "dpdfd", "dp_dfd", "teacher", "kd_data"):
+        named = compose([f"method={method}", "dataset=mnist", "model/teacher=resnet34_paper"]).model.teacher
+        assert named == paper, method
+    assert "model/teacher=resnet34_paper" in load_spec(spec_path("ladder_paper_teacher")).base
 
 
 @pytest.mark.parametrize("teacher", TEACHERS)
