@@ -15,10 +15,11 @@ from typing import Any, Sequence
 from dpsd.config import resolve_paths
 from dpsd.reproduce import reproduce
 from dpsd.report.render import DEFAULT_OUT, DEFAULT_REFERENCE, DEFAULT_SPECS
+from dpsd.report.runs import SETUP_SWEEP
 from dpsd.sweep.spec import expand_configs
 from dpsd.sweep.store import DONE, client_for
 
-SPEC = "quickstart"
+SPEC = SETUP_SWEEP
 SCALE = "laptop"
 
 

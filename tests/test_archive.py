@@ -77,3 +77,17 @@ def test_a_cell_two_specs_share_is_named_by_the_spec_that_recorded_it():
     assert cell_overrides([budget, confirm], {"h1": "confirm"})["h1"] == "method=dpsd privacy=none seed=0"
     assert cell_overrides([confirm, budget], {"h1": "budget"})["h1"] == "method=dpsd method.iterations=400 seed=0"
     assert cell_overrides(fresh, {})["h2"] == "a=1"
+
+
+def test_the_set_ups_quickstart_runs_stay_in_the_store_and_out_of_the_archive(tmp_path):
+    """The README's set-up runs ``dpsd quickstart`` to check a machine; archiving a sweep after it writes that sweep's
+    runs and leaves the set-up's out, so the archive's plan does not read the quickstart cells as done."""
+    from dpsd.quickstart import SPEC
+    from dpsd.report.runs import SETUP_SWEEP
+
+    assert SPEC == SETUP_SWEEP
+    result, check = _run("result", "h1", "2026-01-01", 90.0), _run("check", "h2", "2026-01-02", 95.0)
+    result["sweep"], check["sweep"] = "ladder", SETUP_SWEEP
+    path = write_archive(pd.DataFrame([result, check]), tmp_path / "runs.csv")
+    assert read_archive(path)["run_id"].tolist() == ["result"]
+    assert set(archived_versions(path)) == {"h1"}

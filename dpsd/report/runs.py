@@ -21,7 +21,8 @@ changed). The rule (:func:`superseded_by_later`): among current runs of one scal
 the data and results lie (:data:`PLACE_KEYS`), and the same code version, the latest run supersedes the others;
 :func:`duplicate_sets` finds what the rule has not yet resolved (the archive test runs it on ``results/runs.csv``).
 Artifact locations are written relative to ``results_dir`` (:func:`relative_artifact_uri`), so the archive names no
-machine's path.
+machine's path. The set-up's own runs (:data:`SETUP_SWEEP`) are never written to it: they check a machine, and a
+reader's archive holds results.
 Accuracies in the archive and every table are percent; the runs' own metrics and ``--json`` summaries
 keep MLflow's fractions (``metrics.student_test_accuracy``), as docs/reproducing.md says.
 """
@@ -129,6 +130,10 @@ def latest_per_cell(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 PLACE_KEYS = ("data.root", "results_dir")
+SETUP_SWEEP = "quickstart"
+"""The sweep the README's set-up runs (``dpsd quickstart``) to check a machine: its runs stay in that machine's store
+and :func:`write_archive` leaves them out, so an archive written after a set-up holds the results it held, and a
+fresh checkout's plan does not read the quickstart cells as done."""
 """Override keys that say where a machine keeps the data and the results, not what a run trains (config_hash leaves
 them out too)."""
 
@@ -247,10 +252,11 @@ def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | No
     ``overrides``, the cell's overrides by config hash, where given (else what the archive held), less the places
     (:data:`PLACE_KEYS`: where this machine keeps its data and store, which no cell's identity holds, so a clone
     rendering with its own ``data.root`` rewrites nothing), and each ``artifact_uri`` relative to ``results_dir``
-    (default: the archive's folder; :func:`relative_artifact_uri`)."""
+    (default: the archive's folder; :func:`relative_artifact_uri`). The set-up's runs (:data:`SETUP_SWEEP`) are left out."""
     path.parent.mkdir(parents=True, exist_ok=True)
     frame = runs.reset_index() if "config_hash" not in runs.columns else runs.copy()
     frame = frame.drop_duplicates("run_id", keep="last")
+    frame = frame[frame["sweep"] != SETUP_SWEEP]
     previous = _previous_overrides(path)
     known = {**previous, **(overrides or {})}
     frame = frame.assign(overrides=frame["config_hash"].map(lambda h: cell_identity(known.get(h, ""))),
