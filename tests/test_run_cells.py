@@ -84,3 +84,45 @@ def test_a_dry_run_records_nothing_even_for_cells_whose_data_is_absent(tmp_path,
     if (results / "mlflow.db").exists():
         mlflow.set_tracking_uri(f"sqlite:///{results / 'mlflow.db'}")
         assert mlflow.search_runs(search_all_experiments=True).empty
+
+
+def test_a_worker_ends_when_its_driver_is_killed(tmp_path):
+    """Killing the driver alone (SIGKILL: no handler runs) leaves no worker running a cell beside the driver started
+    again: each worker watches its driver and ends once it is gone."""
+    import os
+    import signal
+    import time
+
+    tools = Path(__file__).resolve().parents[1] / "tools"
+    driver = tmp_path / "driver.py"
+    driver.write_text(f"""import multiprocessing, os, sys, time
+sys.path.insert(0, {str(tools)!r})
+import run_cells
+from concurrent.futures import ProcessPoolExecutor
+if __name__ == "__main__":
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context, initializer=run_cells._init_worker,
+                             initargs=(None, context.Value("i", 0))) as pool:
+        print(pool.submit(os.getpid).result(), flush=True)
+        pool.submit(time.sleep, 300).result()
+""")
+    process = subprocess.Popen([sys.executable, str(driver)], stdout=subprocess.PIPE, text=True)
+    worker = int(next(line for line in process.stdout if line.strip().isdigit()))
+
+    def running(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except FileNotFoundError:
+            return False
+        return state != "Z"
+
+    assert running(worker)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    deadline = time.time() + 60
+    while running(worker) and time.time() < deadline:
+        time.sleep(0.5)
+    alive = running(worker)
+    if alive:
+        os.kill(worker, signal.SIGKILL)
+    assert not alive

@@ -28,6 +28,7 @@ import argparse
 import multiprocessing
 import os
 import sys
+import threading
 import time
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -42,8 +43,19 @@ from dpsd.sweep.store import DONE, archived_versions, cell_tags, merged_versions
 _STORE: dict[str, str] = {}  # this worker's tracking overrides (set by _init_worker)
 
 
+def _end_with_driver(driver: int, every: float = 2.0) -> None:
+    """End this worker once its driver (process ``driver``) is gone, however it was stopped (a signal to it alone,
+    even SIGKILL, reaches no worker): a stopped driver leaves no cell running beside the one started again. The cell
+    in hand is lost; its run was never marked done, so no report reads it and the next call runs it."""
+    while os.getppid() == driver:
+        time.sleep(every)
+    print("run_cells: the driver is gone; this worker stops", flush=True)
+    os._exit(1)
+
+
 def _init_worker(stores: str | None, counter) -> None:
     print(f"run_cells: a worker under {in_use()}", flush=True)
+    threading.Thread(target=_end_with_driver, args=(os.getppid(),), daemon=True).start()
     if stores:
         with counter.get_lock():
             counter.value += 1
