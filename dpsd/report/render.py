@@ -20,7 +20,7 @@ import shutil
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Collection, Sequence
+from typing import Sequence
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
@@ -38,8 +38,7 @@ from dpsd.report.scoreboard import Scoreboard
 from dpsd.report.sections import (render_ladders, render_query_budget, render_readings, render_sensitivity,
                                    render_verdict)
 from dpsd.report.settings import load_settings, settings_block, settings_html, settings_path
-from dpsd.report.runs import (absolute_artifact_uri, archived_overrides, load_history, latest_per_cell, store_words,
-                              write_archive)
+from dpsd.report.runs import absolute_artifact_uri, load_history, latest_per_cell, store_words, write_archive
 from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
 from dpsd.report.trends import claims_for, claims_path, load_claims
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys
@@ -193,17 +192,13 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     return section
 
 
-def cell_overrides(cells: list[Cell], recorded_by: dict[str, str], held: Collection[str] = ()) -> dict[str, str]:
+def cell_overrides(cells: list[Cell], recorded_by: dict[str, str]) -> dict[str, str]:
     """The archive's ``overrides`` of each cell by config hash: those of the spec whose sweep recorded its runs
     (``recorded_by``: hash -> sweep) where that spec is among ``cells``' (a budget's first point is a confirmation's
-    run, the same config); else, for a cell the archive does not name yet (``held``: the hashes it names), those of
-    the first spec that has the cell. A cell the archive names keeps its name when its recording spec is not rendered,
-    so pages that render different specs sharing a cell (the ladder and the top-k sweep) leave it as it was, in
-    whatever order they are rendered."""
+    run, the same config), else those of the first spec that has the cell."""
     known: dict[str, str] = {}
     for cell in cells:
-        recorder = recorded_by.get(cell.config_hash) == cell.spec
-        if recorder or (cell.config_hash not in known and cell.config_hash not in held):
+        if cell.config_hash not in known or recorded_by.get(cell.config_hash) == cell.spec:
             known[cell.config_hash] = " ".join(cell.overrides)
     return known
 
@@ -237,7 +232,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     if archive is not None and update_archive:
         recorded_by = dict(zip(history["config_hash"], history["sweep"])) if len(history) else {}
         known = cell_overrides([cell for spec in loaded for cell, _ in expand_configs(spec, scale, list(overrides))],
-                               recorded_by, archived_overrides(archive))
+                               recorded_by)
         write_archive(history, archive, known, Path(cfg.results_dir))
     for needed in (Path(reference_csv), settings_path(reference_csv)):
         if not needed.is_file():

@@ -257,7 +257,7 @@ def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | No
     frame = runs.reset_index() if "config_hash" not in runs.columns else runs.copy()
     frame = frame.drop_duplicates("run_id", keep="last")
     frame = frame[frame["sweep"] != SETUP_SWEEP]
-    previous = archived_overrides(path)
+    previous = _previous_overrides(path)
     known = {**previous, **(overrides or {})}
     frame = frame.assign(overrides=frame["config_hash"].map(lambda h: cell_identity(known.get(h, ""))),
                          artifact_uri=frame["artifact_uri"].map(
@@ -272,9 +272,8 @@ def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | No
     return path
 
 
-def archived_overrides(path: Path) -> dict[str, str]:
-    """The ``overrides`` an archive already holds, by config hash (cells no spec renders keep theirs); empty where
-    there is no archive."""
+def _previous_overrides(path: Path) -> dict[str, str]:
+    """The ``overrides`` an archive already holds, by config hash (cells no spec renders keep theirs)."""
     if not path.exists():
         return {}
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
