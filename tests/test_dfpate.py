@@ -13,7 +13,7 @@ from dpsd.ensembles import ensemble_votes, member_predictions, vote_counts
 from dpsd.errors import ConfigError
 from dpsd.experiment import run_experiment
 from dpsd.input_space import InputSpace
-from dpsd.methods.dfpate import student_targets
+from dpsd.methods.dfpate import brier_loss, soft_cross_entropy, student_targets
 from dpsd.models import build_classifier
 
 
@@ -61,14 +61,36 @@ def test_the_batched_ensemble_answers_as_its_members_do_one_by_one():
 
 def test_student_targets_are_distributions():
     noisy = torch.tensor([[3.0, -1.0, 1.0], [-2.0, -1.0, -0.5]])
-    soft = student_targets(noisy, "soft")
+    soft = student_targets(noisy, "soft", 3)
     assert torch.allclose(soft[0], torch.tensor([0.75, 0.0, 0.25])) and torch.allclose(soft[1], torch.full((3,), 1 / 3))
-    assert torch.equal(student_targets(noisy, "hard"), torch.tensor([[1.0, 0, 0], [0, 0, 1.0]]))
+    assert torch.equal(student_targets(noisy, "hard", 3), torch.tensor([[1.0, 0, 0], [0, 0, 1.0]]))
+    assert torch.equal(student_targets(noisy, "regress", 4), noisy / 4)  # negative totals kept: unbiased
 
 
-@pytest.mark.parametrize("extra", [[], ["method.votes=hard", "method.target=hard"],
+def test_the_regress_target_learns_what_the_answers_without_noise_teach_and_the_soft_one_does_not():
+    """Over noise of mean 0 (here each draw and its mirror image), the squared loss's gradient on the noisy answers is
+    its gradient on the clean mean vote; the soft target's clipping moves it."""
+    torch.manual_seed(0)
+    clean = torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]]) * 50  # 50 members' summed soft votes
+    draws = torch.randn(200, *clean.shape) * 40
+    noisy = torch.cat([clean + draws, clean - draws])
+
+    def mean_gradient(criterion, target):
+        logits = torch.zeros(2, 3, requires_grad=True)
+        loss = sum(criterion(logits, student_targets(answer, target, 50)) for answer in noisy) / len(noisy)
+        return torch.autograd.grad(loss, logits)[0]
+
+    def clean_gradient(criterion):
+        logits = torch.zeros(2, 3, requires_grad=True)
+        return torch.autograd.grad(criterion(logits, clean / 50), logits)[0]
+
+    assert torch.allclose(mean_gradient(brier_loss, "regress"), clean_gradient(brier_loss), atol=1e-6)
+    assert not torch.allclose(mean_gradient(soft_cross_entropy, "soft"), clean_gradient(soft_cross_entropy), atol=1e-2)
+
+
+@pytest.mark.parametrize("extra", [[], ["method.votes=hard", "method.target=hard"], ["method.target=regress"],
                                    ["method.confident_threshold=10", "method.sigma1=30"], ["method.aggregator=lnmax"]],
-                         ids=["soft", "hard", "confident", "lnmax"])
+                         ids=["soft", "hard", "regress", "confident", "lnmax"])
 def test_a_run_reads_no_private_record_and_publishes_the_target_epsilon(tmp_path, extra):
     summary = run_experiment(dfpate_cfg(tmp_path, *extra), show_progress=False)
     metrics, privacy = summary["metrics"], summary["privacy"]

@@ -31,7 +31,9 @@ is then moved toward its class under that student (:func:`dreamed`: the student 
 the members answer images the released answers shaped rather than drawn ones.
 
 The student (``model.student``) is trained on the answered transfer images against the noisy answers: their argmax
-(``target=hard``) or the noisy vector clipped at 0 and normalised (``target=soft``), with cross-entropy; with
+(``target=hard``) or the noisy vector clipped at 0 and normalised (``target=soft``), with cross-entropy, or the noisy
+vector over the member count as it is, with the squared loss (``target=regress``: unbiased, so the noise averages out
+across queries rather than being clipped into the targets); with
 ``method.pretrain=rotation`` it first learns to tell how fresh transfer images were turned (self-supervised, free of
 privacy cost: no teacher answers, no private record); with ``method.augment=affine`` every batch is randomly turned,
 zoomed and shifted, each image keeping its answer's target (post-processing: no query more); with
@@ -71,7 +73,7 @@ from dpsd.privacy.accounting import Ledger
 from dpsd.teachers import disjoint_partition
 
 Votes = Enum("Votes", "soft hard")
-Target = Enum("Target", "soft hard")
+Target = Enum("Target", "soft hard regress")
 Pretrain = Enum("Pretrain", "none rotation")
 Evaluation = Enum("Evaluation", "eval train")
 Augment = Enum("Augment", "none affine")
@@ -111,9 +113,14 @@ class DFPATEConfig(MethodConfig):
     lr: float = MISSING
 
 
-def student_targets(noisy: Tensor, target: str) -> Tensor:
-    """What the student learns from each noisy answer: a distribution over classes, ``len(noisy) x classes``. ``hard``:
-    one-hot at the argmax; ``soft``: the answer clipped at 0 and normalised (uniform where nothing is left)."""
+def student_targets(noisy: Tensor, target: str, members: int) -> Tensor:
+    """What the student learns from each noisy answer, ``len(noisy) x classes``. ``hard``: one-hot at the argmax;
+    ``soft``: the answer clipped at 0 and normalised (uniform where nothing is left); ``regress``: the answer over the
+    member count as it is, negative totals kept: an unbiased estimate of the members' mean vote (the noise has mean
+    0), which :func:`brier_loss` regresses on, so that the noise averages out across queries rather than being clipped
+    into the targets."""
+    if target == "regress":
+        return noisy / members
     if target == "hard":
         return F.one_hot(noisy.argmax(dim=1), noisy.shape[1]).float()
     kept = noisy.clamp(min=0)
@@ -203,8 +210,8 @@ class DFPATE(Method):
             asked.append(images[answered.cpu()])
             answers.append(noisy)
             clean.append(votes[answered])
-            student, loss = self.train_student(ctx, torch.cat(asked), student_targets(torch.cat(answers),
-                                                                                       str(method.target)).cpu())
+            student, loss = self.train_student(ctx, torch.cat(asked), student_targets(
+                torch.cat(answers), str(method.target), teachers).cpu())
         noisy, votes = torch.cat(answers), torch.cat(clean)
         if method.student_eval == "train":
             student = TestBatchStatistics(student)
@@ -251,7 +258,8 @@ def one_student(ctx: RunContext, images: Tensor, targets: Tensor) -> tuple[torch
     optimizer = make_optimizer("adam", student.parameters(), float(method.lr))
     moves = torch.Generator().manual_seed(int(cfg.seed) + 2)  # apart from the queries' and pretraining's streams
     augment = (lambda x: random_affine(x, moves)) if method.augment == "affine" else (lambda x: x)
-    loss = _train(student, optimizer, images, targets, ctx, lambda net, x: net(augment(x)))
+    loss = _train(student, optimizer, images, targets, ctx, lambda net, x: net(augment(x)),
+                  criterion=brier_loss if method.target == "regress" else soft_cross_entropy)
     return student.eval(), loss
 
 
@@ -351,10 +359,24 @@ def pretrain_rotation(ctx: RunContext, student: torch.nn.Module) -> float:
                   lambda net, x: head(penultimate_features(net, x)[0]), epochs=int(method.pretrain_epochs))
 
 
+def soft_cross_entropy(logits: Tensor, targets: Tensor) -> Tensor:
+    """The batch's mean cross-entropy of ``logits`` against target distributions."""
+    return -(targets * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+
+
+def brier_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """The batch's mean squared distance between the softmax of ``logits`` and the targets (Brier 1950). With
+    ``method.target=regress`` a target is the members' mean vote plus zero-mean noise, so over the noise this loss's
+    expectation is the distance to the clean mean vote plus a constant (the noise's variance): its minimiser is that
+    of the answers without noise, however low a single answer's signal to noise. Bounded below, unlike a
+    cross-entropy against targets with negative entries, which a student could drive to minus infinity."""
+    return (logits.softmax(dim=1) - targets).square().sum(dim=1).mean()
+
+
 def _train(student: torch.nn.Module, optimizer: torch.optim.Optimizer, images: Tensor, targets: Tensor,
-           ctx: RunContext, logits, epochs: int | None = None) -> float:
-    """``epochs`` (default ``method.epochs``) shuffled passes of ``method.batch_size`` minimising the cross-entropy of
-    ``logits(student, x)`` against the target distributions; returns the last batch's loss."""
+           ctx: RunContext, logits, epochs: int | None = None, criterion=soft_cross_entropy) -> float:
+    """``epochs`` (default ``method.epochs``) shuffled passes of ``method.batch_size`` minimising ``criterion`` of
+    ``logits(student, x)`` against the targets; returns the last batch's loss."""
     cfg = ctx.cfg
     loader = DataLoader(TensorDataset(images, targets), batch_size=int(cfg.method.batch_size), shuffle=True,
                         generator=torch.Generator().manual_seed(int(cfg.seed)))
@@ -362,7 +384,7 @@ def _train(student: torch.nn.Module, optimizer: torch.optim.Optimizer, images: T
     loss, step = torch.zeros(()), 0
     for _ in range(int(cfg.method.epochs) if epochs is None else epochs):
         for x, y in loader:
-            loss = -(y.to(ctx.device) * F.log_softmax(logits(student, x.to(ctx.device)), dim=1)).sum(dim=1).mean()
+            loss = criterion(logits(student, x.to(ctx.device)), y.to(ctx.device))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
