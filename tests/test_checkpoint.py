@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from baselines.dafl import DAFLTrainer
+from dpsd.methods.dp_dfd import DpDfdTrainer
 from dpsd.checkpoint import Checkpointer
 from dpsd.cell_identity import config_hash
 from dpsd.config import compose, resolve_paths
@@ -26,9 +27,9 @@ class Killed(RuntimeError):
     """The stand-in for a run's process being killed mid-run."""
 
 
-def _killed_at(monkeypatch, call: int) -> None:
-    """Make DAFLTrainer.step raise on its ``call``-th call (1-based), as a kill between steps would stop it."""
-    original, calls = DAFLTrainer.step, {"n": 0}
+def _killed_at(monkeypatch, call: int, trainer=DAFLTrainer) -> None:
+    """Make ``trainer.step`` raise on its ``call``-th call (1-based), as a kill between steps would stop it."""
+    original, calls = trainer.step, {"n": 0}
 
     def step(self):
         calls["n"] += 1
@@ -36,7 +37,7 @@ def _killed_at(monkeypatch, call: int) -> None:
             raise Killed(f"killed at call {call}")
         return original(self)
 
-    monkeypatch.setattr(DAFLTrainer, "step", step)
+    monkeypatch.setattr(trainer, "step", step)
 
 
 def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_unbroken_one(tmp_path, monkeypatch):
@@ -63,6 +64,37 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_unbroken_one(tm
     assert not saved.exists()  # the run is kept: its checkpoint is deleted
 
 
+DP_DFD_SMALL = ["method=dp_dfd", "privacy=label", "tracking=none", "model.teacher.recipe.steps=20", "method.stages=3",
+                "method.samples_per_stage=32", "method.student_epochs=1", "method.batch_size=16",
+                "method.pretrain_iterations=2"]  # a stage: 2 steps
+
+
+def test_a_killed_dp_dfd_run_resumes_between_stages_and_ends_as_an_unbroken_one(tmp_path, monkeypatch):
+    def cfg(name):
+        return resolve_paths(compose([*DP_DFD_SMALL, f"results_dir={tmp_path / name}", "checkpoint.every_steps=2"]))
+
+    unbroken = run_experiment(cfg("unbroken"), show_progress=False)["metrics"]
+    killed = cfg("killed")
+    with monkeypatch.context() as patch:
+        _killed_at(patch, 6, DpDfdTrainer)  # stages 1 and 2 done (checkpoints after steps 2 and 4), stage 3 begun
+        with pytest.raises(Killed):
+            run_experiment(killed, show_progress=False)
+    assert torch.load(checkpointer(killed).path, weights_only=False)["steps_done"] == 4
+    pretrained = []
+    with monkeypatch.context() as patch:
+        patch.setattr(DpDfdTrainer, "pretrain", lambda self: pretrained.append(self))
+        resumed = run_experiment(killed, show_progress=False)["metrics"]
+    assert not pretrained  # the generator's pre-training is in the checkpoint, not run again
+    assert resumed["resumed_after_step"] == 4
+    for name in ("student_test_accuracy", "final_student_loss", "final_generator_loss", "queries", "eps_rigorous"):
+        assert resumed[name] == unbroken[name], name
+
+
+def test_a_dp_dfd_checkpoint_inside_a_stage_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="a multiple of a stage's 2 steps"):
+        resolve_run(resolve_paths(compose([*DP_DFD_SMALL, f"results_dir={tmp_path}", "checkpoint.every_steps=3"])))
+
+
 class _Stub:
     """A trainer with no state: enough to write a checkpoint file."""
 
@@ -87,7 +119,7 @@ def test_the_checkpoint_settings_are_not_part_of_a_cell_s_identity(tmp_path):
 
 @pytest.mark.parametrize("overrides, words", [
     (["checkpoint.every_steps=-1"], "checkpoint.every_steps must be >= 0"),
-    (["checkpoint.every_steps=5", "model/generator=gaussian_noise"], "cannot resume from a checkpoint; methods that can: dafl"),
+    (["checkpoint.every_steps=5", "model/generator=gaussian_noise"], "cannot resume from a checkpoint; methods that can: dafl, dp_dfd"),
 ])
 def test_a_run_that_cannot_checkpoint_is_refused_in_one_line(tmp_path, overrides, words):
     with pytest.raises(ConfigError, match=words):

@@ -74,6 +74,11 @@ def check_config(cfg: DictConfig) -> None:
             raise ConfigError(f"method.{key} must be >= 1, got {method[key]}")
     if int(method.pretrain_iterations) < 0:
         raise ConfigError(f"method.pretrain_iterations must be >= 0, got {method.pretrain_iterations}")
+    every, stage = int(cfg.checkpoint.every_steps), steps_per_stage(cfg)
+    if every % stage:
+        raise ConfigError(f"checkpoint.every_steps={every}: a DP-DFD run saves between stages only (a stage's "
+                          f"labelled set is not saved), so it must be a multiple of a stage's {stage} steps "
+                          "(method.student_epochs x the stage's batches)")
     check_teacher_batchnorm(cfg)
 
 
@@ -242,7 +247,10 @@ class SelectiveAnnotator:
 
 
 class DpDfdTrainer(Trainer):
-    """The state of one DP-DFD run; ``step()`` is one student (and generator) update of a stage."""
+    """The state of one DP-DFD run; ``step()`` is one student (and generator) update of a stage. Between stages the
+    networks, their optimizers, the query count and the run's random generators are all the next stage depends on
+    (each stage draws and labels a fresh set), so a run checkpointed at stage boundaries resumes as if unbroken; the
+    generator's pre-training (Alg. 1 line 1) runs at the first step, so a resumed run does not repeat it."""
 
     def __init__(self, ctx: RunContext) -> None:
         cfg, info, device, rng = ctx.cfg, ctx.info, ctx.device, ctx.rng
@@ -260,7 +268,8 @@ class DpDfdTrainer(Trainer):
         self.position = 0  # steps taken in the current stage
         self.order = torch.empty(0, dtype=torch.long, device=device)
         self.latents = self._latents(self.batch_size)
-        self.pretrain()
+        self.checkpointed = ("student", "generator", "student_opt",
+                             *(("generator_opt",) if generator_trainable(cfg) else ()))
 
     def _latents(self, count: int) -> Tensor:
         return torch.randn(count, int(self.cfg.model.generator.latent_dim), generator=self.rng, device=self.device)
@@ -303,6 +312,8 @@ class DpDfdTrainer(Trainer):
         update (Alg. 1 line 2(d)); the first step of a stage generates and labels its set."""
         cfg = self.cfg
         if self.position == 0:
+            if self.queries == 0:  # the first step of the run, not of a resumed one
+                self.pretrain()
             self.order = self.order[:0]
             self.begin_stage()
         index = self._next_batch()
@@ -347,6 +358,11 @@ class DpDfd(Method):
     plan_ledger = staticmethod(plan_dp_dfd_ledger)
     annotator_class = SelectiveAnnotator
     noise_off = {"privacy.query_epsilon": math.inf}  # selective RR keeps the truth whenever it is in I
+
+    @staticmethod
+    def resumable(cfg: DictConfig) -> bool:
+        """Resumable between stages (:class:`DpDfdTrainer`; :func:`check_config` asks checkpoints there)."""
+        return True
 
     @staticmethod
     def total_steps(cfg: DictConfig) -> int:
