@@ -66,7 +66,8 @@ DRIVER = "dpsd/experiment.py"
 """What runs every method: it validates, loads data and the teacher, calls the method, scores the student."""
 REGISTRIES = ("dpsd/methods/__init__.py", "baselines/__init__.py")
 """Packages that import every method to register it: not followed by :func:`closure`."""
-TEACHER_SOURCES = ("dpsd/teachers.py", "dpsd/models", "dpsd/data.py", "dpsd/datafiles.py", "dpsd/input_space.py")
+TEACHER_SOURCES = ("dpsd/teachers.py", "dpsd/models", "dpsd/data.py", "dpsd/datafiles.py", "dpsd/input_space.py",
+                   "dpsd/augment.py", "dpsd/rendered_digits.py")
 """The modules that determine a trained teacher's weights."""
 
 

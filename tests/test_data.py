@@ -326,7 +326,7 @@ def test_unknown_names_and_options():
 
 def test_registry_holds_exactly_the_documented_datasets():
     assert DATASETS.names() == sorted([
-        "digits", "digits_moved", "mnist", "fmnist", "cifar10", "cifar100", "celeba_hair", "celeba_gender",
+        "digits", "digits_moved", "font_digits", "mnist", "fmnist", "cifar10", "cifar100", "celeba_hair", "celeba_gender",
         "medmnist", "covidx", "imagenet",
     ])
     assert dataset_info("digits") == (10, 1, 8) and dataset_info("digits", image_size=16) == (10, 1, 16)
@@ -341,6 +341,26 @@ def test_moved_digits_are_the_digits_each_moved_once_the_same_way_every_load():
         assert torch.equal(images, getattr(again, split).tensors[0])  # a fixed map: every load moves them alike
         change = (images - getattr(plain, split).tensors[0]).abs().flatten(1).mean(dim=1)
         assert (change > 0.01).float().mean() > 0.95 and images.min() >= -1 and images.max() <= 1
+
+
+def test_font_digits_are_mnist_shaped_balanced_the_same_every_load_and_test_fonts_are_unseen_in_training():
+    from dpsd import rendered_digits
+
+    first, again = load_dataset("font_digits"), load_dataset("font_digits")
+    assert dataset_info("font_digits") == (10, 1, 28)
+    assert set(rendered_digits.TEST_FONTS).isdisjoint(rendered_digits.TRAIN_FONTS)
+    assert set(rendered_digits.TEST_FONTS) | set(rendered_digits.TRAIN_FONTS) == set(rendered_digits.FONTS)
+    for split, size in (("train", 1440), ("test", 2000)):
+        images, labels = getattr(first, split).tensors
+        assert images.shape == (size, 1, 28, 28) and torch.equal(images, getattr(again, split).tensors[0])
+        assert torch.bincount(labels).tolist() == [size // 10] * 10
+        ink = (images > -1 + 1e-6).float()
+        assert images.min() >= -1 and images.max() <= 1
+        assert ink[:, :, :2].sum() + ink[:, :, -2:].sum() < 0.01 * ink.sum()  # MNIST's 4 px margin, give or take
+    # the centre of mass sits near the centre, as MNIST's does
+    images = first.train.tensors[0][:, 0] + 1
+    centre = (images * torch.arange(28.0).view(1, 28, 1)).sum(dim=(1, 2)) / images.sum(dim=(1, 2))
+    assert (centre - 13.5).abs().mean() < 1.5
 
 
 # ---------------------------------------------------------------------------------------------
