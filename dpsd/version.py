@@ -298,6 +298,19 @@ def teacher_code_version() -> str:
 
 
 def teacher_code_version_at(commit: str, root: Path = ROOT) -> str | None:
-    """:func:`teacher_code_version` of the sources at git ``commit`` (None where git or the commit is unavailable)."""
-    files = _commit_files(commit, TEACHER_SOURCES, (), root)
+    """:func:`teacher_code_version` at git ``commit``: the hash of the teacher sources that commit names (its own
+    :data:`TEACHER_SOURCES`, so a commit that adds a module to the list is compared with what its parent hashed).
+    None where git or the commit is unavailable."""
+    own = _commit_files(commit, ("dpsd/version.py",), (), root)
+    if own is None:
+        return None
+    files = _commit_files(commit, _teacher_sources_in(own["dpsd/version.py"]), (), root)
     return None if files is None else f"{__version__}+t{_digest(files)}"
+
+
+def _teacher_sources_in(version_module: str) -> tuple[str, ...]:
+    """The ``TEACHER_SOURCES`` literal a ``dpsd/version.py`` text assigns."""
+    for node in ast.parse(version_module).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "TEACHER_SOURCES" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise ValueError("dpsd/version.py assigns no TEACHER_SOURCES")

@@ -46,3 +46,27 @@ def test_the_probe_repeats_with_the_same_code_and_moves_with_what_it_trains():
     assert len(first) == 64 and first == rekey.probe(ROOT, family, "")
     other = {**family, "recipe": json.dumps({**json.loads(family["recipe"]), "lr": 0.03})}
     assert rekey.probe(ROOT, other, "") != first
+
+
+def test_a_commits_teacher_code_version_hashes_the_teacher_sources_that_commit_names(tmp_path):
+    import subprocess
+
+    from dpsd.version import source_hash, teacher_code_version_at
+
+    def commit(sources: tuple[str, ...]) -> str:
+        (tmp_path / "dpsd").mkdir(exist_ok=True)
+        (tmp_path / "dpsd" / "version.py").write_text(f"TEACHER_SOURCES = {sources!r}\n")
+        subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"], cwd=tmp_path,
+                       check=True)
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "a.py").write_text("A = 1\n")
+    (tmp_path / "b.py").write_text("B = 2\n")
+    before, after = commit(("a.py",)), commit(("a.py", "b.py"))
+    version = teacher_code_version()
+    head = version.partition("+")[0]
+    assert teacher_code_version_at(before, tmp_path) == f"{head}+t{source_hash(('a.py',), root=tmp_path)}"
+    assert teacher_code_version_at(after, tmp_path) == f"{head}+t{source_hash(('a.py', 'b.py'), root=tmp_path)}"
+    assert teacher_code_version_at(before, tmp_path) != teacher_code_version_at(after, tmp_path)
