@@ -171,6 +171,24 @@ def test_every_method_of_the_frontier_has_its_own_colour():
 
 
 
+def test_a_recipe_beside_a_methods_defaults_is_its_own_series_named_by_what_it_sets():
+    import pandas as pd
+    from matplotlib.colors import to_rgba
+
+    from dpsd.report.cells import RUN
+    from dpsd.report.verdict import frontier_figure
+
+    recipe = {"method": "dfpate", "model/teacher": "scattering_mlp", "method.target": "regress",
+              "privacy.epsilon": "1"}
+    groups = pd.DataFrame({"method": ["dfpate", "dfpate", "dpsgd"], "status": RUN, "dataset": "mnist",
+                           "neighbouring": "teacher_partition", "accuracy": [68.0, 84.0, 90.0], "accuracy_std": 1.0,
+                           "eps_rigorous": 1.0, "eps_claimed": 1.0,
+                           "overrides": [{"method": "dfpate", "privacy.epsilon": "1"}, recipe, {"method": "dpsgd"}]})
+    handles, labels = frontier_figure(groups, pd.DataFrame(), "caption").axes[0].get_legend_handles_labels()
+    assert labels == ["dfpate", "dfpate (teacher=scattering_mlp, target=regress)", "dpsgd"]
+    assert len({to_rgba(handle.lines[0].get_color()) for handle in handles}) == 3
+    assert [handle.lines[0].get_marker() for handle in handles] == ["o", "o", "s"]
+
 def _reference(rows):
     import pandas as pd
 

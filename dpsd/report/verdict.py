@@ -295,6 +295,15 @@ def frontier_marker(method: str) -> str:
     return "s" if method in READS_PRIVATE_DATA else "o"
 
 
+def frontier_series(method: str, overrides: dict) -> str:
+    """The series a frontier point is drawn in: its method, and where its cell sets the method's own switches or its
+    teacher (``method.*``, ``model/teacher``), those settings: a recipe beside a method's defaults is its own colour,
+    named by what it sets."""
+    own = [f"{key.rsplit('/', 1)[-1].rsplit('.', 1)[-1]}={value}" for key, value in overrides.items()
+           if key.startswith("method.") or key == "model/teacher"]
+    return f"{method} ({', '.join(own)})" if own else method
+
+
 def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> Figure:
     """Student accuracy against ε rigorous (log axis, ∞ drawn at the right edge), one panel per dataset
     and relation: a filled marker per cell group (error bar: sample std over seeds), its ε claimed as a
@@ -311,28 +320,32 @@ def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> F
     finite += [v for v in refs.get("epsilon_value", []) if v is not None and v > 0 and math.isfinite(v)]
     low = 10 ** math.floor(math.log10(min(finite))) if finite else 0.1
     infinity = 10 ** (math.ceil(math.log10(max(finite))) + 1) if finite else 100.0
+    overrides = done["overrides"] if "overrides" in done else [{}] * len(done)
+    done = done.assign(series=[frontier_series(m, o) for m, o in zip(done["method"], overrides)] if len(done) else [])
     methods = list(dict.fromkeys([*(done["method"] if len(done) else []), *points.get("method", [])]))
-    colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
+    marker_of = {**dict(zip(done["series"], done["method"])), **{m: m for m in methods}}
+    series = list(dict.fromkeys([*(done["series"] if len(done) else []), *points.get("method", [])]))
+    colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(series)}
     columns = min(2, max(1, len(found)))
     rows_of_panels = math.ceil(max(1, len(found)) / columns)
-    legend_rows = math.ceil((len(methods) + 3) / 6)
+    legend_rows = math.ceil((len(series) + 3) / 6)
     height = 4.6 * rows_of_panels + 0.6 + 0.25 * legend_rows
     figure = Figure(figsize=(6.6 * columns, height), dpi=100)
     for index, (dataset, relation) in enumerate(found or [("none", None)]):
         axes = figure.add_subplot(rows_of_panels, columns, index + 1)
         mine = done[(done["dataset"] == dataset) & ((done["neighbouring"] == relation) if relation else True)]
-        for method in dict.fromkeys(mine["method"]):
-            rows = mine[mine["method"] == method]
+        for name in dict.fromkeys(mine["series"]):
+            rows = mine[mine["series"] == name]
             for _, group in rows.iterrows():
                 x, y = _x(group["eps_rigorous"], infinity), group["accuracy"]
                 std = group.get("accuracy_std", math.nan)
-                marker = frontier_marker(method)
-                axes.errorbar([x], [y], yerr=None if math.isnan(std) else [std], fmt=marker, color=colours[method],
-                              capsize=3, label=method if group.name == rows.index[0] else None)
+                marker = frontier_marker(group["method"])
+                axes.errorbar([x], [y], yerr=None if math.isnan(std) else [std], fmt=marker, color=colours[name],
+                              capsize=3, label=name if group.name == rows.index[0] else None)
                 claimed = group["eps_claimed"]
                 if not math.isnan(claimed) and _x(claimed, infinity) != x:
-                    axes.plot([_x(claimed, infinity), x], [y, y], color=colours[method], linewidth=0.8, alpha=0.6)
-                    axes.plot([_x(claimed, infinity)], [y], marker, markerfacecolor="none", color=colours[method])
+                    axes.plot([_x(claimed, infinity), x], [y, y], color=colours[name], linewidth=0.8, alpha=0.6)
+                    axes.plot([_x(claimed, infinity)], [y], marker, markerfacecolor="none", color=colours[name])
         here = points[(points["dataset"] == dataset) & (points["relation"].map(lambda r: r == relation))] \
             if len(points) else points
         for _, ref in here.iterrows():
@@ -349,7 +362,8 @@ def frontier_figure(groups: pd.DataFrame, refs: pd.DataFrame, caption: str) -> F
         axes.set_ylabel("student test accuracy (%)")
         axes.set_title(panel_title(dataset, relation), fontsize=9)
         axes.grid(True, alpha=0.3)
-    handles = [Line2D([], [], color=colours[m], marker=frontier_marker(m), linestyle="none", label=m) for m in methods]
+    handles = [Line2D([], [], color=colours[m], marker=frontier_marker(marker_of[m]), linestyle="none", label=m)
+               for m in series]
     if any(m in READS_PRIVATE_DATA for m in methods):
         handles += [Line2D([], [], color="#444", marker="o", linestyle="none", label="data-free (disc)"),
                     Line2D([], [], color="#444", marker="s", linestyle="none", label="reads private data (square)")]
