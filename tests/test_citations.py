@@ -23,11 +23,15 @@ def test_a_planted_citation_of_a_run_or_number_the_archive_lacks_is_found(tmp_pa
     (tmp_path / "docs" / "page.md").write_text(
         f"A real run: {ids[0]}. Its short form: run {ids[0][:8]}.\n\n"
         "A planted one: run 0123456789abcdef0123456789abcdef.\n\n"
+        f"A list with one planted: runs {ids[1][:8]}, 0badc0de and {ids[2][:8]}.\n\n"
+        "A one-off run its summary holds: run 5ca1ab1e.\n\n"
         "Measured (results/runs.csv, MNIST): 12.34% at eps 1.\n")
+    (tmp_path / "results" / "summaries").mkdir()
+    (tmp_path / "results" / "summaries" / "one_off.json").write_text('{"run_id": "5ca1ab1e%s"}' % ("0" * 24))
     (tmp_path / "README.md").write_text("nothing cited\n")
     found = citations.check(tmp_path)
-    assert len(found) == 2, found
-    assert "0123456789abcdef0123456789abcdef" in found[0] and "12.34%" in found[1]
+    assert len(found) == 3, found
+    assert "0123456789abcdef0123456789abcdef" in found[0] and "0badc0de" in found[1] and "12.34%" in found[2]
     assert all(ids[0] not in line for line in found)  # the archived run and its prefix pass
 
 

@@ -2,7 +2,8 @@
 
 Reads README.md, docs/*.md and the YAML comments under dpsd/conf/ and sweeps/, and lists each citation the
 runs archive does not hold:
-* a run id (32 hex digits, or ``run <8+ hex digits>``) that no archived run's id starts with;
+* a run id (32 hex digits, ``run <8+ hex digits>``, or each id of a list after "run" or "runs") that no archived
+  run's id starts with, nor any run id a tracked run summary holds (``results/summaries/*.json``, one-off runs);
 * a percentage ``NN.NN%`` in a sentence that names ``results/runs.csv``, which is no archived run's
   accuracy or metric (rounded to two decimals, current or superseded);
 * in docs/*.md, such a percentage that is no *current* run's figure (a row not ``superseded``): a page of docs/ states
@@ -21,6 +22,9 @@ import sys
 from pathlib import Path
 
 RUN_ID = re.compile(r"\b([0-9a-f]{32})\b|\brun `?([0-9a-f]{8,32})\b")
+RUN_LIST = re.compile(r"\bruns?:? ((?:`?[0-9a-f]{8,32}\b`?(?:,? and |, |,? )?)+)")
+"""A list of run ids after "run" or "runs" ("runs 4e74c971 f70f5707, 65a1441a and 72bd9020"): every id in it is cited."""
+HEX_ID = re.compile(r"\b[0-9a-f]{8,32}\b")
 PERCENT = re.compile(r"(?<![\d.])(\d{1,3}\.\d{2})\s*%")
 SENTENCE = re.compile(r"(?<=[.;:])\s+(?=[A-Z*(`])")
 ARCHIVE_NAME = "results/runs.csv"
@@ -59,8 +63,9 @@ def problems(text: str, ids: list[str], accuracies: set[str], current: set[str] 
     """The citations in ``text`` the archive does not hold; with ``current`` (the current rows' figures), also each
     percentage cited as in the archive that no current row has, unless its sentence says "superseded"."""
     found = []
-    for match in RUN_ID.finditer(text):
-        cited = match.group(1) or match.group(2)
+    cited_ids = [match.group(1) or match.group(2) for match in RUN_ID.finditer(text)]
+    cited_ids += [cited for match in RUN_LIST.finditer(text) for cited in HEX_ID.findall(match.group(1))]
+    for cited in dict.fromkeys(cited_ids):
         if not any(run_id.startswith(cited) for run_id in ids):
             found.append(f"run id {cited} is not in {ARCHIVE_NAME}")
     for sentence in SENTENCE.split(text):
@@ -74,6 +79,12 @@ def problems(text: str, ids: list[str], accuracies: set[str], current: set[str] 
     return found
 
 
+def summary_run_ids(folder: Path) -> list[str]:
+    """The run ids (32 hex digits) the tracked run summaries under ``folder`` hold."""
+    return sorted({run_id for path in folder.glob("*.json")
+                   for run_id in re.findall(r"\b[0-9a-f]{32}\b", path.read_text(encoding="utf-8"))})
+
+
 def cited_files(root: Path) -> list[Path]:
     return [root / "README.md", *sorted((root / "docs").glob("*.md")), *sorted((root / "dpsd" / "conf").rglob("*.yaml")),
             *sorted((root / "sweeps").rglob("*.yaml"))]
@@ -81,6 +92,7 @@ def cited_files(root: Path) -> list[Path]:
 
 def check(root: Path) -> list[str]:
     ids, accuracies = archive_holdings(root / ARCHIVE_NAME)
+    ids += summary_run_ids(root / "results" / "summaries")
     _, current = archive_holdings(root / ARCHIVE_NAME, current_only=True)
     docs = root / "docs"
     return [f"{path.relative_to(root)}: {problem}" for path in cited_files(root) if path.exists()
