@@ -64,8 +64,13 @@ def test_a_skipped_cell_is_not_checked_against_a_setting_only_the_others_accept(
     spec.write_text("name: mixed_cells\non_demand: true\nbase: [dataset=digits, privacy=none]\nseeds: [0]\n"
                     "cells:\n  - [method=teacher]\n  - [method=dafl]\n")
     argv = [str(spec), "--dry-run", "--no-archive", "checkpoint.every_steps=2", f"results_dir={tmp_path / 'results'}"]
-    with pytest.raises(ConfigError, match="'teacher' with these settings cannot resume"):
+    with pytest.raises(ConfigError, match="mixed_cells cell 'method=teacher seed=0': .*'teacher' with these settings "
+                                          "cannot resume.*--match or --skip chooses"):
         load_tool("run_cells").main(argv)
+    tool = Path(__file__).resolve().parents[1] / "tools" / "run_cells.py"
+    refused = subprocess.run([sys.executable, str(tool), *argv], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 1 and refused.stderr.strip().startswith("run_cells: mixed_cells cell")
+    assert len(refused.stderr.strip().splitlines()) == 1  # one line, no traceback
     assert load_tool("run_cells").main([*argv, "--skip", "method=teacher "]) == 0
     assert [line.strip() for line in capsys.readouterr().out.splitlines()
             if line.startswith("  mixed_cells: ")] == ["mixed_cells: method=dafl seed=0"]

@@ -35,6 +35,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from dpsd.allocator import in_use, jemalloc_env
+from dpsd.errors import ConfigError
 from dpsd.progress import name_cell
 from dpsd.sweep.runner import _path_overrides, _plan, _teacher_group, cell_pattern, one_line, prepare_teacher
 from dpsd.sweep.spec import split_scale
@@ -185,4 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ConfigError as err:  # bad input: one line, before any cell runs
+        sys.exit(f"run_cells: {err}")

@@ -553,7 +553,11 @@ def _plan(spec_path: str | os.PathLike, scale: str, overrides: Sequence[str], ad
 
     for cell, cfg in zip(cells, configs):  # the cells it may run: a run-time override (checkpoint.every_steps)
         if chosen(cell.label):  # may suit only the cells --match picks and --skip leaves
-            resolve_run(cfg)
+            try:
+                resolve_run(cfg)
+            except ConfigError as err:
+                raise ConfigError(f"{spec.name} cell {cell.label!r}: {err} (--match or --skip chooses the cells a "
+                                  "setting suits)") from None
     check_tracking(sweep_cfg)
     client, experiment_id = memo.client(sweep_cfg)
     done = memo.done_runs(client, experiment_id)
