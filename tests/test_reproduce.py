@@ -147,6 +147,20 @@ def test_the_estimate_prices_each_cell_from_its_own_runs_then_its_specs_then_its
     assert estimate(cells[4:], timings, HERE, 1).line().startswith("estimate: none: no recorded run")
 
 
+def test_a_cell_with_no_run_of_its_own_is_priced_by_its_other_seeds_before_its_specs_other_cells():
+    """The ladder's DP-DFD cells: its R2 cell (no generator) took 462 s, its R3 cell at seed 0 many times that; R3 at
+    seed 1 is priced by R3 at seed 0, not by the median of the spec's DP-DFD runs."""
+    r2, r3 = "method=dp_dfd privacy=none model.generator=noise", "method=dp_dfd privacy=none"
+    timings = [Timing("a", "h20", "ladder", "dp_dfd", "smoke", HERE, 462.0, r2),
+               Timing("b", "h21", "ladder", "dp_dfd", "smoke", HERE, 470.0, r2),
+               Timing("c", "h30", "ladder", "dp_dfd", "smoke", HERE, 6199.0, r3)]
+    cells = [(Cell("ladder", f"{r3} seed=1", (), "h31", "mnist", "dp_dfd"), "smoke"),
+             (Cell("ladder", "method=dp_dfd privacy=label seed=0", (), "h40", "mnist", "dp_dfd"), "smoke")]
+    got = estimate(cells, timings, HERE, concurrent=1)
+    assert got.per_cell == {"h31": 6199.0, "h40": 470.0}  # its other seed; the spec's DP-DFD runs' median
+    assert "its other seeds' runs for 1" in got.line() and "its spec's runs of its method for 1" in got.line()
+
+
 def test_progress_prints_cells_done_of_total_and_elapsed_and_appends_them_to_its_log(tmp_path, capsys):
     progress = Progress()
     progress.estimate_line = "estimate: ≈ 3 min ..."

@@ -3,8 +3,8 @@
 :func:`estimate` prices each cell to run from the recorded runs (the runs archive and the MLflow store: metric
 ``time_total_s``, tag ``hardware``) measured on this machine's class of hardware (:func:`hardware_class`: the CPU,
 its logical cores and the GPU, less the thread count a trial was given): the cell's own earlier runs (a stale or
-failed-before cell), else its spec's runs of its method at its scale, else its method's runs at its scale, else it
-has no timing; each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their
+failed-before cell), else the runs of the same cell at its other seeds, else its spec's runs of its method at its
+scale, else its method's runs at its scale, else it has no timing; each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their
 own budget at the scale called smoke) price only other on-demand specs' cells, and the others only the others.
 The sum is divided by the trials that run at once here.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from dpsd.errors import ConfigError
-from dpsd.sweep.spec import Cell, load_spec
+from dpsd.sweep.spec import Cell, group_label, load_spec
 
 TIME_METRIC = "time_total_s"
 _THREADS = re.compile(r", \d+ torch threads|, jemalloc")
@@ -66,6 +66,7 @@ class Timing:
     scale: str
     hardware: str
     seconds: float
+    cell: str = ""  # the cell's label less its seed (dpsd.sweep.spec.group_label)
 
 
 def _method_of(overrides: str) -> str:
@@ -86,7 +87,7 @@ def archived_timings(path: Path | None) -> list[Timing]:
             if row.get("status") == "FINISHED" and seconds is not None and row.get("hardware"):
                 timings.append(Timing(row.get("run_id", ""), row.get("config_hash", ""), row.get("sweep", ""),
                                       _method_of(row.get("overrides", "")), row.get("scale", ""),
-                                      hardware_class(row["hardware"]), seconds))
+                                      hardware_class(row["hardware"]), seconds, group_label(row.get("cell", ""))))
     return timings
 
 
@@ -98,7 +99,7 @@ def stored_timings(runs: Iterable[Any]) -> list[Timing]:
         if seconds is not None and tags.get("hardware"):
             timings.append(Timing(run.info.run_id, tags.get("config_hash", ""), tags.get("sweep", ""),
                                   tags.get("method", ""), tags.get("scale", ""), hardware_class(tags["hardware"]),
-                                  seconds))
+                                  seconds, group_label(tags.get("cell", ""))))
     return timings
 
 
@@ -110,7 +111,8 @@ def _seconds(value: Any) -> float | None:
     return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
-LEVELS = ("its own earlier runs", "its spec's runs of its method", "its method's runs at its scale")
+LEVELS = ("its own earlier runs", "its other seeds' runs", "its spec's runs of its method",
+          "its method's runs at its scale")
 
 
 @functools.lru_cache(maxsize=None)
@@ -167,7 +169,7 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
     """The wall time of running ``cells`` (each with its scale) ``concurrent`` at a time on ``hardware``, from
     ``timings`` (module docstring)."""
     mine = [t for t in {t.run_id or id(t): t for t in timings}.values() if t.hardware == hardware]
-    keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.method, t.scale),
+    keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.cell, t.scale), lambda t: (t.sweep, t.method, t.scale),
             lambda t: (t.method, t.scale, on_demand(t.sweep)))
     indexes: list[dict] = [{} for _ in keys]
     for timing in mine:
@@ -178,7 +180,8 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
     per_cell, used, by_level = {}, set(), dict.fromkeys(LEVELS, 0)
     untimed = other = 0
     for cell, scale in cells:
-        wanted = (cell.config_hash, (cell.spec, cell.method, scale), (cell.method, scale, on_demand(cell.spec)))
+        wanted = (cell.config_hash, (cell.spec, group_label(cell.label), scale), (cell.spec, cell.method, scale),
+                  (cell.method, scale, on_demand(cell.spec)))
         for level, index, key in zip(LEVELS, indexes, wanted):
             found = index.get(key)
             if found:
@@ -188,7 +191,7 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
                 break
         else:
             untimed += 1
-            other += cell.config_hash in elsewhere or wanted[2] in elsewhere
+            other += cell.config_hash in elsewhere or wanted[-1] in elsewhere
     total = sum(per_cell.values()) / max(1, concurrent) if per_cell else None
     return Estimate(total, per_cell, len(used), by_level, untimed, len(cells), hardware, max(1, concurrent), where,
                     other)
