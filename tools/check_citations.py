@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-RUN_ID = re.compile(r"\b([0-9a-f]{32})\b|\brun `?([0-9a-f]{8,32})\b")
+RUN_ID = re.compile(r"\b[0-9a-f]{32}\b")
 RUN_LIST = re.compile(r"\bruns?:? ((?:`?[0-9a-f]{8,32}\b`?(?:,? and |, |,? )?)+)")
 """A list of run ids after "run" or "runs" ("runs 4e74c971 f70f5707, 65a1441a and 72bd9020"): every id in it is cited."""
 HEX_ID = re.compile(r"\b[0-9a-f]{8,32}\b")
@@ -63,7 +63,7 @@ def problems(text: str, ids: list[str], accuracies: set[str], current: set[str] 
     """The citations in ``text`` the archive does not hold; with ``current`` (the current rows' figures), also each
     percentage cited as in the archive that no current row has, unless its sentence says "superseded"."""
     found = []
-    cited_ids = [match.group(1) or match.group(2) for match in RUN_ID.finditer(text)]
+    cited_ids = RUN_ID.findall(text)
     cited_ids += [cited for match in RUN_LIST.finditer(text) for cited in HEX_ID.findall(match.group(1))]
     for cited in dict.fromkeys(cited_ids):
         if not any(run_id.startswith(cited) for run_id in ids):
