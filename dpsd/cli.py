@@ -555,6 +555,9 @@ def cmd_reproduce(args: list[str]) -> int:
     for name in result["on_demand"]:
         at = "smoke" if scale == CHECK else scale  # its own budget is at smoke; at check it would be a pipeline check
         print(f"sweep {name}: on demand (an experiment at its own budget), not run; run it with --scale {at} --only {name}")
+    for name in result["checked_on_demand"]:
+        print(f"sweep {name}: on demand, planned at --scale {CHECK} (a pipeline check of its cells, not its runs); "
+              f"its own budget: --scale smoke --only {name}")
     for command in result["studies"]:
         print(f"sweep {command.split()[2]}: a hyper-parameter study, not run by reproduce; run it with `{command}`")
     for name in result["not_on_a_page"]:

@@ -57,7 +57,8 @@ def reproduce(scale: str = CHECK, only: Sequence[str] = (), dry_run: bool = Fals
               gpus_per_trial: float | None = None, archive: Path | None = None,
               pages: Path = DEFAULT_PAGES, echo: bool = True) -> dict[str, Any]:
     """The sweeps of ``only`` (default: every spec in ``specs_dir``) at ``scale``, then the report
-    over the same specs; returns the sweeps' summaries, the on-demand specs left out (their names), the
+    over the same specs; returns the sweeps' summaries, the on-demand specs left out (their names) and those named
+    but planned at scale check (``checked_on_demand``: a pipeline check of their cells, not their own budget), the
     index paths (none on a dry run), ``estimate`` (the line saying how long the cells to run take, from the
     recorded runs' timings: :func:`dpsd.sweep.timing.estimate`) and, at ``scale`` :data:`PAGES`, the specs on no
     page of ``pages``; ``studies``: the command that runs each hyper-parameter study named, which reproduce does not
@@ -73,6 +74,7 @@ def reproduce(scale: str = CHECK, only: Sequence[str] = (), dry_run: bool = Fals
         every = spec_paths(specs_dir, only)
         on_demand = [] if only else [path for path in every if load_spec(path).on_demand]
         jobs, not_on_a_page = [(path, scale) for path in every if path not in on_demand], []
+    checked_on_demand = [load_spec(path).name for path, at in jobs if at == CHECK and load_spec(path).on_demand]
     studies = [(path, at) for path, at in jobs if load_spec(path).feeds.get("kind") == "study"]
     jobs = [job for job in jobs if job not in studies]
     progress = Progress(echo=echo)
@@ -89,5 +91,6 @@ def reproduce(scale: str = CHECK, only: Sequence[str] = (), dry_run: bool = Fals
     elif not dry_run:  # the on-demand specs too: the report renders whatever they recorded
         indexes.append(render_report(every, scale, overrides, reference_csv, out, archive=archive))
     return {"sweeps": summaries, "on_demand": [load_spec(path).name for path in on_demand],
+            "checked_on_demand": checked_on_demand,
             "index": indexes[0] if indexes else None, "indexes": indexes, "estimate": progress.estimate_line,
             "not_on_a_page": not_on_a_page, "studies": [study_command(load_spec(path), at) for path, at in studies]}

@@ -330,7 +330,8 @@ def test_reproduce_runs_the_sweep_then_the_report_and_a_second_time_runs_nothing
 def test_a_bare_reproduce_leaves_out_on_demand_specs_and_runs_them_when_named(tmp_path, capsys):
     """The ladder and the query budget are experiments at their own budget: a bare ``dpsd reproduce``
     (the pipeline check, its default scale check) must not start them, and ``--only`` must; the line that names one
-    gives the scale of its budget, smoke."""
+    gives the scale of its budget, smoke, and so does a line under one named at scale check, whose cells there are a
+    pipeline check (a dry run there would list every cell as to run beside its archived runs at smoke)."""
     spec_folder(tmp_path / "sweeps")
     (tmp_path / "sweeps" / "tiny_samples.yaml").write_text(SAMPLES_SPEC)
     (tmp_path / "sweeps" / "tiny_ladder.yaml").write_text(SAMPLES_SPEC.replace("tiny_samples", "tiny_ladder")
@@ -343,9 +344,13 @@ def test_a_bare_reproduce_leaves_out_on_demand_specs_and_runs_them_when_named(tm
             "--only tiny_ladder") in printed
     assert "sweep tiny_samples (scale=check) — dry run" in printed
     assert main(["reproduce", *args, "--only", "tiny_ladder"]) == 0
-    assert "sweep tiny_ladder (scale=check) — dry run" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "sweep tiny_ladder (scale=check) — dry run" in printed
+    assert ("sweep tiny_ladder: on demand, planned at --scale check (a pipeline check of its cells, not its runs); "
+            "its own budget: --scale smoke --only tiny_ladder") in printed
     assert main(["reproduce", *args, "--scale", "smoke", "--only", "tiny_ladder"]) == 0
-    assert "sweep tiny_ladder (scale=smoke) — dry run" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "sweep tiny_ladder (scale=smoke) — dry run" in printed and "planned at --scale check" not in printed
     assert main(["reproduce", *args, "--scale", "laptop"]) == 0
     assert "run it with --scale laptop --only tiny_ladder" in capsys.readouterr().out
     (tmp_path / "sweeps" / "tiny_ladder.yaml").write_text(SAMPLES_SPEC + "on_demand: sometimes\n")
