@@ -103,6 +103,24 @@ def test_a_run_reads_no_private_record_and_publishes_the_target_epsilon(tmp_path
     assert math.isfinite(privacy["eps_claimed"]) and privacy["eps_claimed"] >= privacy["eps_rigorous"] - 1e-6
 
 
+@pytest.mark.parametrize("extra", [[], ["method.aggregator=lnmax"]], ids=["gnmax", "lnmax"])
+def test_dfpate_with_each_round_of_noisy_votes_recorded_as_one_answer_is_refused(tmp_path, monkeypatch, extra):
+    """The edit the boundary exists for, made to dfpate: each round's aggregate (Gaussian or Laplace) recorded as
+    ``count=1``, which the accountants would publish far below the honest ledger's epsilon. Its members answered 100
+    queries each in two rounds; the two releases cover 2 of them."""
+    import dataclasses
+
+    from dpsd.methods import dfpate
+
+    real = dfpate.noisy_votes
+    monkeypatch.setattr(dfpate, "noisy_votes", lambda votes, cfg, rng: (
+        lambda noisy, event: (noisy, dataclasses.replace(event, count=1)))(*real(votes, cfg, rng)))
+    with pytest.raises(ConfigError, match="an ensemble member answered 100 inputs, but the releases of its answers "
+                                          "cover 2") as refused:
+        run_experiment(dfpate_cfg(tmp_path, "privacy.calibrate=off", *extra), show_progress=False)
+    assert "\n" not in str(refused.value) and str(refused.value).endswith("nothing was published")
+
+
 def test_diet_pate_reading_reports_its_data_dependent_epsilon_beside_ours(tmp_path):
     summary = run_experiment(dfpate_cfg(tmp_path, "method.votes=hard", "method.data_dependent=true"), show_progress=False)
     assert 0 < summary["metrics"]["eps_data_dependent"] and summary["privacy"]["eps_rigorous"] == pytest.approx(5, rel=0.01)
