@@ -113,8 +113,12 @@ def test_dfpate_with_each_round_of_noisy_votes_recorded_as_one_answer_is_refused
     from dpsd.methods import dfpate
 
     real = dfpate.noisy_votes
-    monkeypatch.setattr(dfpate, "noisy_votes", lambda votes, cfg, rng: (
-        lambda noisy, event: (noisy, dataclasses.replace(event, count=1)))(*real(votes, cfg, rng)))
+
+    def recorded_as_one(votes, cfg, rng):
+        noisy, event = real(votes, cfg, rng)
+        return noisy, dataclasses.replace(event, count=1)
+
+    monkeypatch.setattr(dfpate, "noisy_votes", recorded_as_one)
     with pytest.raises(ConfigError, match="an ensemble member answered 100 inputs, but the releases of its answers "
                                           "cover 2") as refused:
         run_experiment(dfpate_cfg(tmp_path, "privacy.calibrate=off", *extra), show_progress=False)
