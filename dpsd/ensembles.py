@@ -175,24 +175,27 @@ def _train_missing(cfg: DictConfig, chosen: str, data: DataSplits, device: torch
                    configs: list[DictConfig], members: list[nn.Module | None],
                    phase_log: Callable[[str, int], ProgressLog | None] | None) -> None:
     """Train (with the ``chosen`` backend) and cache under its key, in place, each member of ``members`` that is
-    None."""
+    None: each as it is trained (one by one, or a batched chunk at a time), so a run stopped part way keeps the members
+    it trained and the next one trains only the rest."""
     pending = [i for i, model in enumerate(members) if model is None]
     log = phase_log(f"members ({chosen})", len(pending)) if phase_log is not None and pending else None
+
+    def keep(i: int, model: nn.Module) -> None:
+        members[i] = model
+        save_teacher(cfg, keys[i], model, test_accuracy=None)
+
     if chosen == "serial":
         for done, i in enumerate(pending):
             model = _fresh_member(configs[i], data)
             with torch.random.fork_rng(devices=[]):
                 train_classifier(model, Subset(teacher_view(data.train), parts[i]), cfg.model.teacher.recipe, device,
                                  int(configs[i].seed), desc=f"member {keys[i].member}")
-            members[i] = model
+            keep(i, model)
             if log is not None:
                 log.update(done, {})
     else:
-        trained = _train_vmap(cfg, data, device, [configs[i] for i in pending], [parts[i] for i in pending], log)
-        for i, model in zip(pending, trained):
-            members[i] = model
-    for i in pending:
-        save_teacher(cfg, keys[i], members[i], test_accuracy=None)
+        _train_vmap(cfg, data, device, [configs[i] for i in pending], [parts[i] for i in pending],
+                    lambda j, model: keep(pending[j], model), log)
 
 
 def _loader(size: int, batch_size: int, seed: int) -> DataLoader:
@@ -218,24 +221,27 @@ def images_and_labels(dataset: Dataset, indices: list[int]) -> tuple[Tensor, Ten
 
 
 def _train_vmap(cfg: DictConfig, data: DataSplits, device: torch.device, configs: list[DictConfig],
-                parts: list[list[int]], log: ProgressLog | None = None) -> list[nn.Module]:
+                parts: list[list[int]], trained_one: Callable[[int, nn.Module], None],
+                log: ProgressLog | None = None) -> None:
     """Members grouped by their batch size (a part smaller than a batch is one whole batch), trained
-    ``model.teacher.ensemble.chunk`` at a time as one batched model (``log``: a line per chunk)."""
+    ``model.teacher.ensemble.chunk`` at a time as one batched model, each handed to ``trained_one`` (its index in
+    ``configs``, the model) as its chunk ends (``log``: a line per chunk)."""
     recipe = cfg.model.teacher.recipe
     batch = int(recipe.batch_size)
     groups: dict[int, list[int]] = defaultdict(list)
     for i, part in enumerate(parts):
         groups[min(batch, len(part))].append(i)
     chunk = int(cfg.model.teacher.ensemble.chunk)
-    trained: dict[int, nn.Module] = {}
+    done = 0
     for indices in groups.values():
         for start in range(0, len(indices), chunk):
             selected = indices[start:start + chunk]
             models = _train_chunk(data, device, recipe, [configs[i] for i in selected], [parts[i] for i in selected])
-            trained.update(zip(selected, models))
+            for i, model in zip(selected, models):
+                trained_one(i, model)
+            done += len(selected)
             if log is not None:
-                log.update(len(trained) - 1, {})
-    return [trained[i] for i in range(len(parts))]
+                log.update(done - 1, {})
 
 
 def _train_chunk(data: DataSplits, device: torch.device, recipe: DictConfig, configs: list[DictConfig],

@@ -128,6 +128,44 @@ def test_two_runs_needing_the_same_members_at_once_train_them_once(tmp_path, mon
     assert torch.equal(member_predictions(results[0], images, CPU), member_predictions(results[1], images, CPU))
 
 
+class Stopped(Exception):
+    """The stand-in for a run killed while its members train."""
+
+
+@pytest.mark.parametrize("backend", ["serial", "vmap"])
+def test_a_run_stopped_while_its_members_train_keeps_those_trained_and_the_next_trains_only_the_rest(
+        tmp_path, monkeypatch, backend):
+    """Serial: each member is cached as it finishes; vmap: each chunk (2 members here). The run is stopped as the
+    third member (serial) or the second chunk (vmap) starts; the next run trains the others only, into the same
+    members an unbroken run trains."""
+    import dpsd.ensembles as ensembles
+
+    data = load_dataset("digits")
+    parts, _ = disjoint_partition(len(data.train), 4, 0, seed=0)
+    names = [f"{i}/4, test" for i in range(4)]
+    trainer = "train_classifier" if backend == "serial" else "_train_chunk"
+    real, started = getattr(ensembles, trainer), []
+
+    def stopped_at_the_second_chunk_or_third_member(*args, **kwargs):
+        started.append(len(args[-1]) if backend == "vmap" else 1)  # the members this call trains
+        if len(started) == (3 if backend == "serial" else 2):
+            raise Stopped
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ensembles, trainer, stopped_at_the_second_chunk_or_third_member)
+    with pytest.raises(Stopped):
+        _members(tmp_path / "stopped", backend, parts, names)
+    assert len(list((tmp_path / "stopped" / "teachers").iterdir())) == 2
+    monkeypatch.setattr(ensembles, trainer, lambda *args, **kwargs: started.append(
+        len(args[-1]) if backend == "vmap" else 1) or real(*args, **kwargs))
+    started.clear()
+    _, _, resumed = _members(tmp_path / "stopped", backend, parts, names)
+    assert sum(started) == 2  # the two members the stopped run had not cached
+    _, _, unbroken = _members(tmp_path / "unbroken", backend, parts, names)
+    images = data.test.tensors[0][:64]
+    assert torch.equal(member_predictions(resumed, images, CPU), member_predictions(unbroken, images, CPU))
+
+
 def _augmented_members(tmp_path, backend, chunk, parts, augment="affine", member=None):
     cfg = _ensemble_cfg(tmp_path, backend, chunk, member)
     names = [f"{i}/{len(parts)}, test" for i in range(len(parts))]
