@@ -15,7 +15,9 @@ dealt ``--parts`` ways (default 250, PATE's and DGD's size); the first M members
 empty cache by the serial and then the vmap backend, each member ``--member-steps`` optimiser steps
 (default 30). Prints seconds per member, the vmap/serial ratio, and the time for all parts at that rate; then the
 members per second answering ``--queries`` images (default 1,000) one after another and as one batched model
-(:func:`dpsd.ensembles.ensemble_votes`), and their ratio.
+(:func:`dpsd.ensembles.ensemble_votes`), and their ratio. With ``--record``, each backend's seconds per member step on
+the device runs here use go into ``<results_dir>/member_rates.csv`` (:mod:`dpsd.member_rates`), which prices the cells
+that train members and have no recorded run (``dpsd reproduce --dry-run``).
 
 ``--layout``: instead, each method's ``privacy=none`` iteration with its networks (teacher included) in the
 channels-last layout every model is built in (:func:`dpsd.models.channels_last`) against the same networks
@@ -53,6 +55,7 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -64,10 +67,12 @@ from dpsd.data import load_data
 from dpsd.ensembles import ensemble_votes, load_or_train_members, member_predictions, with_member_steps
 from dpsd.errors import Fault
 from dpsd.experiment import resolve_run
+from dpsd.member_rates import RATES_FILE, MemberRate, record_rates
 from dpsd.methods import METHODS
 from dpsd.methods.base import Method, RunContext, Trainer
 from dpsd.privacy.accounting import Ledger
 from dpsd.teachers import disjoint_partition, load_or_train_teacher
+from dpsd.tracking import this_hardware
 
 REFERENCE = "none"
 LAYOUTS = ("channels_last", "nchw")
@@ -194,7 +199,10 @@ def bench_ensemble(cfg, data, device, members: int, parts: int, steps: int, quer
     return {name: total / members for name, total in seconds.items()}
 
 
-def print_ensemble(cfg, data, members: int, parts: int, steps: int, queries: int) -> None:
+def print_ensemble(cfg, data, members: int, parts: int, steps: int, queries: int, record: bool = False) -> None:
+    """The ensemble benchmark's table (module docstring); ``record``: also write the rate of each backend on the
+    device runs here use (``device``) into ``<results_dir>/member_rates.csv``, where a dry run prices the cells that
+    train members (:mod:`dpsd.member_rates`)."""
     print(f"teacher ensemble on {cfg.dataset.name}: {cfg.model.teacher.arch} members, the private split dealt "
           f"{parts} ways, {members} members timed per backend, {steps} steps of {cfg.model.teacher.recipe.batch_size}"
           f"; then each member answering {queries} images")
@@ -207,6 +215,13 @@ def print_ensemble(cfg, data, members: int, parts: int, steps: int, queries: int
         print(f"{serial:>16.3f} {batched:>14.3f} {batched / serial:>14.2f} {serial * parts / 60:>16.1f} "
               f"{batched * parts / 60:>14.1f} {answer_serial:>24.1f} {answer_vmap:>8.1f} "
               f"{answer_vmap / answer_serial:>14.2f}  {describe(device)}")
+        if record and device == resolve_device(cfg.device):
+            path = Path(cfg.results_dir) / RATES_FILE
+            teacher = cfg.model.teacher
+            record_rates(path, [MemberRate(this_hardware(), str(cfg.dataset.name), str(teacher.arch),
+                                           int(teacher.recipe.batch_size), name, per_member[name] / steps, members,
+                                           steps) for name in ENSEMBLE_BACKENDS])
+            print(f"recorded the {' and '.join(ENSEMBLE_BACKENDS)} rates on {this_hardware()} in {path}")
 
 
 TEACHER_PATHS = ("fp32 channels_last", "fp32 nchw", "bf16 autocast")
@@ -370,6 +385,9 @@ def main(argv: list[str] | None = None) -> None:
                         "and in NCHW layout instead of its privacy modes")
     parser.add_argument("--parts", type=int, default=250, help="--ensemble: ways the private split is dealt (default 250)")
     parser.add_argument("--member-steps", type=int, default=30, help="--ensemble: optimiser steps per member (default 30)")
+    parser.add_argument("--record", action="store_true", help="--ensemble: write each backend's seconds per member "
+                        "step into <results_dir>/member_rates.csv, which prices the cells that train members in a dry "
+                        "run")
     parser.add_argument("--queries", type=int, default=1000,
                         help="--ensemble: images each trained member answers, timed per backend (default 1000)")
     parser.add_argument("--teacher-paths", action="store_true", help="time the run's teacher's training step and "
@@ -385,6 +403,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", metavar="METHOD:PRIVACY", help=argparse.SUPPRESS)  # a timed row's process
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for `dpsd run`")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.record and args.ensemble is None:
+        parser.error("--record writes the ensemble benchmark's rates: give it with --ensemble M")
     if args.ensemble is not None and not 1 <= args.ensemble <= args.parts:
         parser.error(f"--ensemble must be between 1 and --parts ({args.parts}), got {args.ensemble}")
     if args.contention is not None and (args.contention < 1 or args.competitor_threads < 1):
@@ -411,7 +431,7 @@ def main(argv: list[str] | None = None) -> None:
         print_teacher_paths(cfg, data, args.repeats or REPEATS)
         return
     if args.ensemble is not None:
-        print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps, args.queries)
+        print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps, args.queries, args.record)
         return
     names = args.methods.split(",") if args.methods else [name for name in METHODS.names() if has_trainer(name)]
     if args.layout:

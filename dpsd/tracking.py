@@ -16,6 +16,7 @@ import fcntl
 import math
 import os
 import platform
+import re
 import tempfile
 import time
 from dataclasses import dataclass
@@ -266,6 +267,21 @@ def hardware_text() -> str:
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     allocator = ", jemalloc" if in_use() == "jemalloc" else ""
     return f"{cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} torch threads, {gpu}{allocator}"
+
+
+_THREADS = re.compile(r", \d+ torch threads|, jemalloc")
+
+
+def hardware_class(hardware: str) -> str:
+    """A run's ``hardware`` tag less what varies between trials of one machine (torch's threads, the allocator):
+    ``AMD EPYC, 2 logical cores, no GPU``; what timings are compared on (:mod:`dpsd.sweep.timing`,
+    :mod:`dpsd.member_rates`)."""
+    return _THREADS.sub("", hardware or "").strip()
+
+
+def this_hardware() -> str:
+    """This machine's :func:`hardware_class`, as a run here would be tagged."""
+    return hardware_class(hardware_text())
 
 
 LOAD_METRIC = "load_per_core"

@@ -50,7 +50,7 @@ SOURCES = ("dpsd", "baselines", "pyproject.toml")
 RESULT_FREE = ("dpsd/version.py", "dpsd/cli.py", "dpsd/reproduce.py", "dpsd/quickstart.py", "dpsd/bench.py",
                "dpsd/sweep", "dpsd/tracking.py", "dpsd/progress.py", "dpsd/jsonio.py", "dpsd/report",
                "dpsd/threads.py", "dpsd/contention.py", "dpsd/allocator.py", "dpsd/privacy/boundary.py",
-               "dpsd/cell_identity.py")
+               "dpsd/cell_identity.py", "dpsd/member_rates.py")
 """Code that starts, schedules, records, prints or renders runs: changing it changes no recorded number (a
 run's result is a function of its config, recorded and hashed with it, and of the code that computes it).
 The thread hygiene (:mod:`dpsd.threads`) is here too: the waiting policy changes no number

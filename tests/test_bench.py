@@ -81,6 +81,31 @@ def test_ensemble_bench_trains_each_backend_into_an_empty_cache_and_prints_their
     assert not (tmp_path / "teachers").exists()  # the timed members went to temporary caches only
 
 
+def test_ensemble_bench_records_each_backends_rate_per_member_step_replacing_the_last_of_its_key(tmp_path, capsys):
+    from dpsd.member_rates import RATES_FILE, read_rates
+    from dpsd.tracking import this_hardware
+
+    for _ in range(2):  # the second records the same keys: it replaces the first's rows
+        bench.main(["--ensemble", "2", "--parts", "50", "--member-steps", "3", "--record", *TINY,
+                    f"results_dir={tmp_path}"])
+    printed = capsys.readouterr().out.splitlines()
+    rates = read_rates(tmp_path / RATES_FILE)
+    assert [rate.backend for rate in rates] == ["serial", "vmap"]
+    last = [line.split() for line in printed if line.split()[8:9] == ["cpu"]][-1]
+    for rate, seconds_per_member in zip(rates, (float(last[0]), float(last[1]))):
+        assert (rate.hardware, rate.dataset, rate.arch, rate.members, rate.member_steps) == (
+            this_hardware(), "digits", "small_cnn", 2, 3)
+        # the table prints seconds per member to 3 decimals; the record is that over the member's steps
+        assert rate.seconds_per_step * 3 == pytest.approx(seconds_per_member, abs=0.0006)
+    assert printed[-1].startswith(f"recorded the serial and vmap rates on {this_hardware()} in ")
+
+
+def test_bench_refuses_record_without_ensemble(capsys):
+    with pytest.raises(SystemExit):
+        bench.main(["--record"])
+    assert "--record writes the ensemble benchmark's rates: give it with --ensemble M" in capsys.readouterr().err
+
+
 def test_ensemble_bench_refuses_more_members_than_parts():
     with pytest.raises(SystemExit):
         bench.main(["--ensemble", "300", "--parts", "250"])

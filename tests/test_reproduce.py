@@ -109,7 +109,8 @@ def test_a_changed_config_tree_is_a_new_composition_cache(tmp_path, monkeypatch)
 # The estimate, the progress lines and --scale pages
 
 from dpsd.sweep.spec import Cell  # noqa: E402
-from dpsd.sweep.timing import Progress, Timing, estimate, hardware_class  # noqa: E402
+from dpsd.sweep.timing import Progress, Timing, estimate  # noqa: E402
+from dpsd.tracking import hardware_class  # noqa: E402
 
 HERE = "AMD EPYC, 2 logical cores, no GPU"
 
@@ -159,6 +160,66 @@ def test_a_cell_with_no_run_of_its_own_is_priced_by_its_other_seeds_before_its_s
     got = estimate(cells, timings, HERE, concurrent=1)
     assert got.per_cell == {"h31": 6199.0, "h40": 470.0}  # its other seed; the spec's DP-DFD runs' median
     assert "its other seeds' runs for 1" in got.line() and "its spec's runs of its method for 1" in got.line()
+
+
+def test_cells_no_run_prices_are_priced_by_their_members_at_the_benchmark_rate_each_shared_ensemble_once():
+    """PATE's cells at two ε and one seed train the same members once; another seed trains its own; a rate recorded on
+    other hardware, or for another backend than this hardware's, prices nothing; the estimate says it is a lower
+    bound."""
+    from dpsd.member_rates import MemberRate, member_work
+
+    def pate(epsilon: int, seed: int) -> tuple[Cell, str]:
+        overrides = ("method=pate", "privacy=label", f"privacy.epsilon={epsilon}", "method.num_teachers=20",
+                     "method.member_steps=30", f"seed={seed}")
+        return Cell("headline", " ".join(overrides), overrides, f"pate-{epsilon}-{seed}", "digits", "pate"), "paper"
+
+    cells = [pate(1, 0), pate(10, 0), pate(1, 1), (Cell("headline", "dpsd", ("method=dpsd",), "d", "digits", "dpsd"),
+                                                   "paper")]
+    work = member_work(cells[0][0].compose())
+    assert work is not None and (work.count, work.steps) == (20, 30)
+    assert work.ensemble == member_work(cells[1][0].compose()).ensemble != member_work(cells[2][0].compose()).ensemble
+    assert member_work(cells[3][0].compose()) is None  # DPSD trains no members
+    rate = MemberRate(HERE, work.dataset, work.arch, work.batch_size, "serial", 0.5, 4, 30)
+    elsewhere = [MemberRate("Intel Xeon, 16 logical cores, NVIDIA H200", *rate.key[1:], 0.01, 4, 30),
+                 MemberRate(HERE, *rate.key[1:4], "vmap", 0.01, 4, 30)]  # a CPU's cells train one by one
+    got = estimate(cells, [], HERE, concurrent=1, rates=[*elsewhere, rate])
+    assert got.per_cell == {"pate-1-0": 20 * 30 * 0.5, "pate-10-0": 0.0, "pate-1-1": 20 * 30 * 0.5}
+    assert got.seconds == 600 and got.untimed == 1 and got.members_only == 3
+    assert got.line().startswith(f"estimate: ≥ 10 min for 3 of 4 cells on this machine's class of hardware ({HERE}; "
+                                 "1 trial at a time), from the ensemble benchmark's rate (a cell's time: ")
+    timed = estimate(cells, [_timing("r1", "d", "headline", "dpsd", 60, scale="paper")], HERE, 1, rates=[rate])
+    assert "from 1 recorded runs and the ensemble benchmark's rate (a cell's time: the median of its own earlier " \
+           "runs for 1; its members alone" in timed.line() and timed.seconds == 660
+    assert got.line().endswith("(a cell's time: its members alone at the ensemble benchmark's rate for 3, each shared "
+                               "ensemble once); a lower bound: 3 cells are priced by training their members only, "
+                               "from an empty cache; 1 cell has no timing")
+    assert estimate(cells, [], HERE, concurrent=1, rates=elsewhere).line().startswith("estimate: none: ")
+
+
+def test_the_dry_run_prices_pates_cells_by_the_member_rates_beside_the_runs_archive(tmp_path):
+    import yaml
+
+    from dpsd.member_rates import RATES_FILE, MemberRate, record_rates
+    from dpsd.sweep.runner import run_sweeps
+    from dpsd.tracking import this_hardware
+
+    spec = tmp_path / "ensemble.yaml"
+    base = ["method=pate", "privacy=label", "device=cpu", "method.num_teachers=8", "method.member_steps=25"]
+    spec.write_text(yaml.safe_dump({"name": "ensemble", "paper": None, "base": base,
+                                    "grid": {"privacy.epsilon": [1, 10]}}))
+    archive = tmp_path / "archive" / "runs.csv"
+
+    def estimate_line() -> str:
+        progress = Progress(echo=False)
+        run_sweeps([spec], "smoke", [f"results_dir={tmp_path / 'results'}"], dry_run=True, archive=archive,
+                   progress=progress)
+        return progress.estimate_line
+
+    assert estimate_line().startswith("estimate: none: ")
+    record_rates(archive.parent / RATES_FILE, [MemberRate(this_hardware(), "digits", "small_cnn", 128, "serial", 3.0,
+                                                          2, 30)])
+    # one ensemble of 8 members x 25 steps x 3 s, for both cells
+    assert estimate_line().startswith("estimate: ≥ 10 min for 2 of 2 cells ")
 
 
 def test_progress_prints_cells_done_of_total_and_elapsed_and_appends_them_to_its_log(tmp_path, capsys):

@@ -42,6 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import compose, resolve_device, resolve_paths
 from dpsd.errors import ConfigError, Fault
 from dpsd.experiment import resolve_run, run_experiment
+from dpsd.member_rates import RATES_FILE, MemberRate, read_rates
 from dpsd.progress import keep_alive
 from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys, with_seeds
@@ -50,9 +51,10 @@ from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_
                               done_runs, figures_of, record_data_absent, record_failure, recorded_hashes, release_claim,
                               cell_state, versions_of)
 from dpsd.threads import set_threads, worker_env
+from dpsd.tracking import this_hardware
 from dpsd.version import method_code_version
 from dpsd.sweep.summary import summarize
-from dpsd.sweep.timing import (Progress, Timing, archived_timings, estimate, gpu_classes, register, stored_timings, this_hardware,
+from dpsd.sweep.timing import (Progress, Timing, archived_timings, estimate, gpu_classes, register, stored_timings,
                                tune_callback)
 
 CLAIM_TIMEOUT = 120.0  # seconds without a heartbeat after which a claim is taken over
@@ -470,9 +472,10 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
                       if p.status[c.config_hash] == "to_run"}
             resources = local_resources(cpus_per_trial, gpus_per_trial)
             here = this_hardware()
+            rates = _member_rates(archive)
             progress.estimate_line = "\n".join([
-                estimate(list(to_run.values()), timings, here, resources.concurrent, _where(address)).line(),
-                *(estimate(list(to_run.values()), timings, gpu, 1, "a recorded GPU machine's").line()
+                estimate(list(to_run.values()), timings, here, resources.concurrent, _where(address), rates).line(),
+                *(estimate(list(to_run.values()), timings, gpu, 1, "a recorded GPU machine's", rates).line()
                   for gpu in gpu_classes(timings, here))])
         for plan in plans:
             plan.status.update({c.config_hash: "failed" for c, _ in plan.pending if c.label in plan.reasons})
@@ -488,7 +491,7 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
         try:
             label = scale if isinstance(scale, str) else "+".join(sorted(set(scales)))
             ran = _run_pending(plans, owner, driver, label, cpus_per_trial, gpus_per_trial, claim_timeout,
-                               progress, timings, _where(address))
+                               progress, timings, _where(address), _member_rates(archive))
             outcomes = ran["outcomes"]
             for plan in plans:
                 plan.summary.update(restored=ran["restored"], resources=ran["resources"])
@@ -510,6 +513,11 @@ def _timings(plans: list[SweepPlan], memo: PlanMemo, archive: Path | None) -> li
     for key in {(p.client.tracking_uri, p.experiment_id): p for p in plans}.values():
         timings += stored_timings(memo.done_runs(key.client, key.experiment_id))
     return timings
+
+
+def _member_rates(archive: Path | None) -> list[MemberRate]:
+    """The ensemble benchmark's records beside the runs archive (:data:`dpsd.member_rates.RATES_FILE`)."""
+    return read_rates(Path(archive).parent / RATES_FILE) if archive is not None else []
 
 
 def _where(address: str | None) -> str:
@@ -644,7 +652,7 @@ def _finish(plan: SweepPlan, outcomes: dict[str, dict], owner: dict[str, tuple],
 
 def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, scale: str, cpus_per_trial,
                  gpus_per_trial, claim_timeout, progress: Progress | None = None, timings: Sequence[Timing] = (),
-                 where: str = "this machine's"):
+                 where: str = "this machine's", rates: Sequence[MemberRate] = ()):
     """Teachers first (one Ray task per distinct teacher, which also finds absent data; the teacher
     tasks share the cluster's CPUs, not a trial's share of them: nothing else runs yet), then the
     trials of every plan: rounds of Tune until no cell is left that another driver held
@@ -654,7 +662,7 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, s
     resources = trial_resources(cpus_per_trial, gpus_per_trial)
     if progress is not None:
         priced = estimate([(cell, plan.summary["scale"]) for plan, cell, _ in owner.values()], timings,
-                          this_hardware(), resources.concurrent, where)
+                          this_hardware(), resources.concurrent, where, rates)
         progress.estimate_line = priced.line()
         progress.start({h: f"{plan.spec.name} ({plan.summary['scale']}): {cell.label}"
                         for h, (plan, cell, _) in owner.items()}, priced,

@@ -1,11 +1,14 @@
 """How long a sweep will take, from the runs' own timings, and how far it has got (``dpsd reproduce``).
 
 :func:`estimate` prices each cell to run from the recorded runs (the runs archive and the MLflow store: metric
-``time_total_s``, tag ``hardware``) measured on this machine's class of hardware (:func:`hardware_class`: the CPU,
+``time_total_s``, tag ``hardware``) measured on this machine's class of hardware (:func:`dpsd.tracking.hardware_class`: the CPU,
 its logical cores and the GPU, less the thread count a trial was given): the cell's own earlier runs (a stale or
 failed-before cell), else the runs of the same cell at its other seeds, else its spec's runs of its method at its
-scale, else its method's runs at its scale, else it has no timing; each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their
+scale, else its method's runs at its scale; each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their
 own budget at the scale called smoke) price only other on-demand specs' cells, and the others only the others.
+A cell none of those price whose method trains a teacher ensemble (PATE, DGD: :func:`dpsd.member_rates.member_work`)
+is priced by its members alone at the ensemble benchmark's rate on this class of hardware
+(:mod:`dpsd.member_rates`), each shared ensemble once: a lower bound, said so; else it has no timing.
 The sum is divided by the trials that run at once here.
 
 :class:`Progress` prints one line per finished trial (cells done / total, elapsed, what is left by the estimate)
@@ -17,7 +20,6 @@ from __future__ import annotations
 import csv
 import functools
 import math
-import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -25,24 +27,11 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from dpsd.errors import ConfigError
+from dpsd.member_rates import MemberRate, member_work
 from dpsd.sweep.spec import Cell, group_label, load_spec
+from dpsd.tracking import hardware_class
 
 TIME_METRIC = "time_total_s"
-_THREADS = re.compile(r", \d+ torch threads|, jemalloc")
-
-
-def hardware_class(hardware: str) -> str:
-    """A run's ``hardware`` tag less what varies between trials of one machine (torch's threads, the allocator):
-    ``AMD EPYC, 2 logical cores, no GPU``."""
-    return _THREADS.sub("", hardware or "").strip()
-
-
-def this_hardware() -> str:
-    """This machine's :func:`hardware_class`, as a run here would be tagged."""
-    from dpsd.tracking import hardware_text
-
-    return hardware_class(hardware_text())
-
 
 def gpu_classes(timings: Iterable["Timing"], besides: str) -> list[str]:
     """The GPU classes of hardware (a tag naming no ``no GPU``) that ``timings`` were recorded on, other than
@@ -113,6 +102,7 @@ def _seconds(value: Any) -> float | None:
 
 LEVELS = ("its own earlier runs", "its other seeds' runs", "its spec's runs of its method",
           "its method's runs at its scale")
+MEMBERS_LEVEL = "its members alone at the ensemble benchmark's rate"
 
 
 @functools.lru_cache(maxsize=None)
@@ -141,6 +131,7 @@ class Estimate:
     concurrent: int
     where: str = "this machine's"
     other_hardware: int = 0  # untimed cells that have runs on another class of hardware
+    members_only: int = 0  # cells priced by MEMBERS_LEVEL (the estimate is then a lower bound)
 
     def line(self) -> str:
         """``estimate: ≈ 3.1 h on this machine's class of hardware (...) from 412 archived runs; ...``."""
@@ -154,9 +145,18 @@ class Estimate:
                     f"({self.hardware}; {at_once})")
         else:
             levels = ", ".join(f"{level} for {n}" for level, n in self.by_level.items() if n)
-            text = (f"estimate: ≈ {duration(self.seconds)} for {self.cells - self.untimed} of {self.cells} cells on "
-                    f"{self.where} class of hardware ({self.hardware}; {at_once}), from {self.runs} recorded runs "
-                    f"(a cell's time: the median of {levels})")
+            parts = [f"the median of {levels}"] if levels else []
+            if self.members_only:
+                parts.append(f"{MEMBERS_LEVEL} for {self.members_only}, each shared ensemble once")
+            bound = "≥" if self.members_only else "≈"
+            sources = [f"{self.runs} recorded runs"] if self.runs or not self.members_only else []
+            sources += ["the ensemble benchmark's rate"] if self.members_only else []
+            text = (f"estimate: {bound} {duration(self.seconds)} for {self.cells - self.untimed} of {self.cells} cells "
+                    f"on {self.where} class of hardware ({self.hardware}; {at_once}), from {' and '.join(sources)} "
+                    f"(a cell's time: {'; '.join(parts)})")
+            if self.members_only:
+                text += (f"; a lower bound: {self.members_only} cell{'s are' if self.members_only != 1 else ' is'} "
+                         "priced by training their members only, from an empty cache")
         if self.untimed:
             text += f"; {self.untimed} cell{'s have' if self.untimed != 1 else ' has'} no timing"
             if self.other_hardware:
@@ -165,9 +165,9 @@ class Estimate:
 
 
 def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardware: str, concurrent: int,
-             where: str = "this machine's") -> Estimate:
+             where: str = "this machine's", rates: Sequence[MemberRate] = ()) -> Estimate:
     """The wall time of running ``cells`` (each with its scale) ``concurrent`` at a time on ``hardware``, from
-    ``timings`` (module docstring)."""
+    ``timings`` and, for a cell they do not price, the ensemble benchmark's ``rates`` (module docstring)."""
     mine = [t for t in {t.run_id or id(t): t for t in timings}.values() if t.hardware == hardware]
     keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.cell, t.scale), lambda t: (t.sweep, t.method, t.scale),
             lambda t: (t.method, t.scale, on_demand(t.sweep)))
@@ -178,6 +178,7 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
     elsewhere = {t.config_hash for t in timings if t.hardware != hardware} | {
         (t.method, t.scale, on_demand(t.sweep)) for t in timings if t.hardware != hardware}
     per_cell, used, by_level = {}, set(), dict.fromkeys(LEVELS, 0)
+    members = MemberPricing(hardware, rates)
     untimed = other = 0
     for cell, scale in cells:
         wanted = (cell.config_hash, (cell.spec, group_label(cell.label), scale), (cell.spec, cell.method, scale),
@@ -190,11 +191,38 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
                 by_level[level] += 1
                 break
         else:
+            seconds = members.price(cell)
+            if seconds is not None:
+                per_cell[cell.config_hash] = seconds
+                continue
             untimed += 1
             other += cell.config_hash in elsewhere or wanted[-1] in elsewhere
     total = sum(per_cell.values()) / max(1, concurrent) if per_cell else None
     return Estimate(total, per_cell, len(used), by_level, untimed, len(cells), hardware, max(1, concurrent), where,
-                    other)
+                    other, members.priced)
+
+
+@dataclass
+class MemberPricing:
+    """Prices a cell by its members alone at the benchmark's rate on ``hardware`` (:mod:`dpsd.member_rates`): the
+    first cell of a shared ensemble carries its members' seconds, the others none (they load what it trained)."""
+
+    hardware: str
+    rates: Sequence[MemberRate]
+    seen: set[str] = field(default_factory=set)
+    priced: int = 0
+
+    def price(self, cell: Cell) -> float | None:
+        rated = {rate.key: rate for rate in self.rates if rate.hardware == self.hardware}
+        work = member_work(cell.compose()) if rated else None
+        rate = rated.get(work.rate_key(self.hardware)) if work is not None else None
+        if rate is None:
+            return None
+        self.priced += 1
+        if work.ensemble in self.seen:
+            return 0.0
+        self.seen.add(work.ensemble)
+        return work.count * work.steps * rate.seconds_per_step
 
 
 def duration(seconds: float) -> str:
