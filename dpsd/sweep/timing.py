@@ -212,10 +212,12 @@ class MemberPricing:
     seen: set[str] = field(default_factory=set)
     priced: int = 0
 
+    def __post_init__(self) -> None:
+        self.rated = {rate.key: rate for rate in self.rates if rate.hardware == self.hardware}
+
     def price(self, cell: Cell) -> float | None:
-        rated = {rate.key: rate for rate in self.rates if rate.hardware == self.hardware}
-        work = member_work(cell.compose()) if rated else None
-        rate = rated.get(work.rate_key(self.hardware)) if work is not None else None
+        work = member_work(cell.compose()) if self.rated else None  # composed only where a rate could price it
+        rate = self.rated.get(work.rate_key(self.hardware)) if work is not None else None
         if rate is None:
             return None
         self.priced += 1
