@@ -4,9 +4,10 @@ and counts as done for a sweep on a fresh checkout."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from dpsd.report.runs import RUN_COLUMNS, latest_per_cell, read_archive, write_archive
-from dpsd.sweep.store import archived_versions, cell_state, merged_versions
+from dpsd.sweep.store import archived_figures, archived_versions, cell_state, merged_versions
 
 
 def _run(run_id: str, digest: str, start: str, accuracy: float, version: str = "0.1.0+dpsd.abc") -> dict:
@@ -61,6 +62,34 @@ def test_a_fresh_checkouts_sweep_counts_archived_cells_as_done_or_stale(tmp_path
     assert cell_state(versions, "h2", "v1") == "stale"
     assert cell_state(versions, "h3", "v1") == "to_run"
     assert archived_versions(tmp_path / "absent.csv") == {} and archived_versions(None) == {}
+
+
+def test_a_fresh_checkouts_dry_run_summarises_the_archived_cells_at_every_seed_the_archive_holds(tmp_path):
+    """The summary's ``results`` read the archive's runs where the store has none: a fresh checkout's dry run of a
+    spec states the n the pages state, not only the seeds its own store ran."""
+    import yaml
+
+    from dpsd.sweep.runner import run_sweeps
+
+    spec = tmp_path / "two_seeds.yaml"
+    spec.write_text(yaml.safe_dump({"name": "two_seeds", "paper": None, "seeds": [0, 1, 2],
+                                    "base": ["method=dpsd", "privacy=label", "privacy.epsilon=1"]}))
+    archive = tmp_path / "archive" / "runs.csv"
+
+    def dry_run() -> dict:
+        return run_sweeps([spec], "smoke", [f"results_dir={tmp_path / 'results'}"], dry_run=True, archive=archive)[0]
+
+    cells = {cell["label"]: cell["config_hash"] for cell in dry_run()["cells"]}
+    assert dry_run()["results"] == []
+    older = {**_run("old", cells["seed=0"], "2026-01-01", 50.0), "eps_claimed": 1.0, "eps_rigorous": float("inf")}
+    runs = [older, {**older, "run_id": "a", "start_time": pd.Timestamp("2026-02-01", tz="UTC"), "accuracy": 80.0},
+            {**older, "run_id": "b", "config_hash": cells["seed=1"], "accuracy": 90.0}]
+    write_archive(pd.DataFrame(runs), archive)
+    assert archived_figures(archive)[cells["seed=0"]]["accuracy"] == pytest.approx(0.8)  # the latest run of a hash
+    (row,) = dry_run()["results"]
+    assert row["seeds"] == 2 and row["accuracy"] == pytest.approx(85.0) and row["accuracy_std"] == pytest.approx(7.0711, abs=1e-4)
+    assert row["eps_claimed"] == 1.0 and row["eps_rigorous"] == float("inf")
+    assert archived_figures(tmp_path / "absent.csv") == {} and archived_figures(None) == {}
 
 
 def test_a_cell_two_specs_share_is_named_by_the_spec_that_recorded_it():

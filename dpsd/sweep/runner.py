@@ -46,8 +46,8 @@ from dpsd.member_rates import RATES_FILE, MemberRate, read_rates
 from dpsd.progress import keep_alive
 from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys, with_seeds
-from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_versions, cell_tags, claim_cell, client_for,
-                              failed_cells, finished_by, heartbeat, is_done, live_claims, merged_versions, parent_run,
+from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_figures, archived_versions, cell_tags,
+                              claim_cell, client_for, failed_cells, finished_by, heartbeat, is_done, live_claims, merged_versions, parent_run,
                               done_runs, figures_of, record_data_absent, record_failure, recorded_hashes, release_claim,
                               cell_state, versions_of)
 from dpsd.threads import set_threads, worker_env
@@ -350,9 +350,11 @@ class PlanMemo:
     failed runs and its client (per tracking URI and experiment), each method's code version (its sources hashed)
     and each distinct set of paths made absolute. Reading the store twice a spec took about 20 of the 57 s a dry run
     of every spec took (2 cores, under load); the store does not change while a plan is made (a dry run writes
-    nothing; a real run records absent data only, which these reads do not count)."""
+    nothing; a real run records absent data only, which these reads do not count). ``archive``: a runs archive whose
+    completed runs' figures a summary reads where the store has none of the cell (a fresh checkout's store is empty)."""
 
-    def __init__(self) -> None:
+    def __init__(self, archive: Path | None = None) -> None:
+        self._archive = archive
         self._clients: dict[tuple, tuple[Any, str]] = {}
         self._runs: dict[tuple[str, str], list] = {}
         self._figures: dict[tuple[str, str], dict] = {}
@@ -377,7 +379,8 @@ class PlanMemo:
     def figures(self, client, experiment_id: str) -> dict[str, dict[str, float]]:
         key = (client.tracking_uri, experiment_id)
         if key not in self._figures:
-            self._figures[key] = figures_of(self.done_runs(client, experiment_id))
+            self._figures[key] = {**archived_figures(self._archive),
+                                  **figures_of(self.done_runs(client, experiment_id))}
         return self._figures[key]
 
     def failed_cells(self, client, experiment_id: str) -> dict[str, str]:
@@ -459,7 +462,7 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
     datasets: dict[str, str | None] = {}  # which datasets load here, found once for every spec
     pattern = cell_pattern(match)
     archived = archived_versions(archive)
-    memo = PlanMemo()  # the store's state, its client and the methods' code versions, read once for every spec
+    memo = PlanMemo(archive)  # the store's state, its client and the methods' code versions, read once for every spec
     scales = [scale] * len(spec_paths) if isinstance(scale, str) else list(scale)
     if len(scales) != len(spec_paths):
         raise ValueError(f"{len(spec_paths)} specs, {len(scales)} scales")
@@ -503,7 +506,7 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
                 ray.shutdown()
             if progress is not None:
                 progress.end()
-    after = PlanMemo()  # the store as the trials left it, read once for every spec
+    after = PlanMemo(archive)  # the store as the trials left it, read once for every spec
     return [_finish(plan, outcomes, owner, driver, after) for plan in plans]
 
 

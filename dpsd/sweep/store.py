@@ -84,17 +84,38 @@ DEFAULT_ARCHIVE = Path("results/runs.csv")
 """The runs archive tracked in git (dpsd.report.runs): read by default where it exists."""
 
 
+def _archived_done(path: Path | None) -> list[dict[str, str]]:
+    """The rows of a runs archive that are completed runs of a cell (none without the file)."""
+    if path is None or not Path(path).is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as handle:
+        return [row for row in csv.DictReader(handle)
+                if row.get("status") == "FINISHED" and row.get("cell_status") == DONE and row.get("config_hash")]
+
+
 def archived_versions(path: Path | None) -> dict[str, set[str]]:
     """``config_hash -> method code versions`` of the completed runs in a runs archive (none without the
     file), so a fresh checkout's sweep counts what the archive holds as done, or stale, as the store would."""
-    if path is None or not Path(path).is_file():
-        return {}
     versions: dict[str, set[str]] = {}
-    with open(path, newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle):
-            if row.get("status") == "FINISHED" and row.get("cell_status") == DONE and row.get("config_hash"):
-                versions.setdefault(row["config_hash"], set()).add(row.get("code_version", ""))
+    for row in _archived_done(path):
+        versions.setdefault(row["config_hash"], set()).add(row.get("code_version", ""))
     return versions
+
+
+def archived_figures(path: Path | None) -> dict[str, dict[str, float]]:
+    """:func:`recorded_figures` of a runs archive's completed runs (the latest run of a hash), so a fresh
+    checkout's sweep summarises the cells the archive holds as the store's would. The archive keeps accuracy in
+    percent (:func:`dpsd.report.runs.normalise`); a figure here is a fraction, as the runs log it."""
+    figures: dict[str, dict[str, float]] = {}
+    for row in sorted(_archived_done(path), key=lambda r: r.get("start_time", "")):
+        figures[row["config_hash"]] = {"accuracy": _number(row.get("accuracy")) / 100,
+                                       **{key: _number(row.get(key)) for key in ("eps_claimed", "eps_rigorous")}}
+    return figures
+
+
+def _number(text: str | None) -> float:
+    """A figure from an archive cell: NaN where it is empty."""
+    return float(text) if text else float("nan")
 
 
 def merged_versions(*sources: dict[str, set[str]]) -> dict[str, set[str]]:
