@@ -576,10 +576,13 @@ def cmd_sync(args: list[str]) -> None:
     parser.add_argument("fallback", nargs="?", default="results/fallback", help="the fallback store's folder")
     parser.add_argument("--to", help="the target tracking URI (default: the one each run was meant for)")
     parsed = parser.parse_args(args)
-    copied = sync_runs(parsed.fallback, parsed.to)
-    for local, uri, remote in copied:
+    synced = sync_runs(parsed.fallback, parsed.to)
+    for local, uri, remote in synced.copied:
         print(f"{local} -> {remote} in {uri}")
-    print(f"synced {len(copied)} run(s)")
+    if synced.unended:
+        print(f"left {len(synced.unended)} run(s) that have not ended (still running, or killed before they ended): "
+              f"{' '.join(synced.unended)}; a later sync copies each once it has ended")
+    print(f"synced {len(synced.copied)} run(s)")
 
 
 def cmd_quickstart(args: list[str]) -> int:

@@ -316,12 +316,26 @@ def record_report(cfg: DictConfig, metrics: dict[str, float], tags: dict[str, st
     return run.info.run_id
 
 
-def sync_runs(fallback_dir: str | os.PathLike, to: str | None = None, timeout: float = 3.0) -> list[tuple[str, str, str]]:
-    """Copy every run of the fallback store in ``fallback_dir`` not yet copied to the store it was
+UNENDED = ("RUNNING", "SCHEDULED")
+"""MLflow run statuses of a run that has not ended: :func:`sync_runs` leaves such a run for a later sync."""
+
+
+@dataclass(frozen=True)
+class Synced:
+    """What :func:`sync_runs` did: ``copied``, ``(fallback run id, target uri, new run id)`` per copied run;
+    ``unended``, the fallback run ids it left because they had not ended."""
+
+    copied: list[tuple[str, str, str]]
+    unended: list[str]
+
+
+def sync_runs(fallback_dir: str | os.PathLike, to: str | None = None, timeout: float = 3.0) -> Synced:
+    """Copy every ended run of the fallback store in ``fallback_dir`` not yet copied to the store it was
     meant for (its ``dpsd.intended_uri`` tag; ``to`` overrides): parameters, every metric's history,
     tags, artifacts, status and times, into the experiment of the same name. Each copied run is
-    tagged ``dpsd.synced_to`` in the fallback store, so a second sync copies nothing. Returns
-    ``(fallback run id, target uri, new run id)`` per copied run.
+    tagged ``dpsd.synced_to`` in the fallback store, so a second sync copies nothing. A run that has not
+    ended (:data:`UNENDED`: still running, or its process killed before it ended) is left untagged: copied,
+    it would be marked synced half made and its end never copied; a later sync copies it once it has ended.
 
     MLflow has no built-in copy between stores (``mlflow-export-import`` is a separate package whose
     last release predates MLflow 3); this is that copy with :class:`~mlflow.tracking.MlflowClient`.
@@ -333,11 +347,14 @@ def sync_runs(fallback_dir: str | os.PathLike, to: str | None = None, timeout: f
     if not database.is_file():
         raise Fault(f"no fallback store at {database}")
     source = MlflowClient(f"sqlite:///{database.resolve()}")
-    copied = []
+    copied, unended = [], []
     for experiment in source.search_experiments():
         for run in source.search_runs([experiment.experiment_id], max_results=50000):
             target_uri = to or run.data.tags.get(INTENDED_URI)
             if run.data.tags.get(SYNCED_TO) or not target_uri:
+                continue
+            if run.info.status in UNENDED:
+                unended.append(run.info.run_id)
                 continue
             if is_server(target_uri) and (problem := server_problem(target_uri, timeout)):
                 raise Fault(f"tracking server {target_uri} does not answer ({problem}); nothing synced after "
@@ -363,7 +380,7 @@ def sync_runs(fallback_dir: str | os.PathLike, to: str | None = None, timeout: f
             target.set_terminated(new_id, run.info.status, end_time=run.info.end_time)
             source.log_batch(run.info.run_id, tags=[RunTag(SYNCED_TO, f"{target_uri} {new_id}")])
             copied.append((run.info.run_id, target_uri, new_id))
-    return copied
+    return Synced(copied, unended)
 
 
 def _local_artifacts(uri: str) -> str | None:

@@ -67,7 +67,35 @@ def test_a_server_gone_when_the_run_ends_leaves_it_in_the_fallback_store_and_syn
     assert {a.path for a in server.list_artifacts(copied.info.run_id)} == {
         "config.yaml", "ledger.json", "samples.png", "student.pt", "generator.pt"}
     assert kept.get_run(run.info.run_id).data.tags[SYNCED_TO] == f"{target} {copied.info.run_id}"
-    assert sync_runs(fallback, target) == []  # a second sync copies nothing
+    assert sync_runs(fallback, target).copied == []  # a second sync copies nothing
+
+
+def test_sync_leaves_a_run_that_has_not_ended_and_copies_it_whole_once_it_has(tmp_path, capsys):
+    """A lane's store synced while one of its runs still trains: that run is not copied half made (and marked
+    synced, so its end would never be copied); the next sync copies it, ended, with the metrics it logged last."""
+    fallback, target = tmp_path / "lane", f"sqlite:///{tmp_path / 'main.db'}"
+    fallback.mkdir()
+    lane = mlflow.MlflowClient(f"sqlite:///{fallback / 'mlflow.db'}")
+    experiment = lane.create_experiment("dpsd", artifact_location=(fallback / "mlartifacts").as_uri())
+    ended = lane.create_run(experiment, tags={INTENDED_URI: target}).info.run_id
+    lane.set_terminated(ended, "FINISHED")
+    running = lane.create_run(experiment, tags={INTENDED_URI: target}).info.run_id
+    lane.log_metric(running, "student_test_accuracy", 0.5)
+
+    assert main(["sync", str(fallback)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == (f"left 1 run(s) that have not ended (still running, or killed before they ended): {running}; "
+                       "a later sync copies each once it has ended") and out[-1] == "synced 1 run(s)"
+    assert SYNCED_TO not in lane.get_run(running).data.tags
+
+    lane.log_metric(running, "student_test_accuracy", 0.9)
+    lane.set_terminated(running, "FINISHED")
+    synced = sync_runs(fallback)
+    assert [local for local, _, _ in synced.copied] == [running] and synced.unended == []
+    main_store = mlflow.MlflowClient(target)
+    copied = main_store.get_run(synced.copied[0][2])
+    assert copied.info.status == "FINISHED" and copied.data.metrics == {"student_test_accuracy": 0.9}
+    assert sync_runs(fallback).copied == []
 
 
 def test_a_device_that_is_not_here_is_one_line_listing_those_that_are(monkeypatch, capsys):
