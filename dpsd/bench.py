@@ -26,8 +26,11 @@ converted back to NCHW, interleaved as above. Prints both and their ratio.
 ``--teacher-paths``: instead, the run's teacher (``model.teacher``: e.g. ``scale=paper method=dpsd dataset=mnist``, the
 papers' ResNet-34) on random images of the data's shape: one training step of its recipe's batch and one answer to
 128 queries, along each numeric path (:data:`TEACHER_PATHS`: fp32 in the channels-last layout every model is built in,
-fp32 in NCHW, bfloat16 autocast), on the CPU with 1 and 2 threads (each device found), paths interleaved round by round
-in one process. Prints milliseconds and each path's ratio to fp32 channels-last.
+fp32 in NCHW, bfloat16 autocast), on the CPU with 1 and 2 threads and the threads this process was given (each device
+found), paths interleaved round by round in one process. Prints milliseconds and each path's ratio to fp32
+channels-last. With ``--record``, the fp32 channels-last step at the threads given goes into
+``<results_dir>/member_rates.csv`` as one network's rate, which prices a teacher absent from this machine's cache
+(``dpsd reproduce --dry-run``: a sweep trains such a teacher before its cells).
 
 ``--contention K``: instead, one DPSD iteration (``method=dpsd``, the overrides' cell, on the CPU) quiet
 and beside K competing processes (:mod:`dpsd.contention`: ``--competitor-threads`` torch threads each,
@@ -67,7 +70,7 @@ from dpsd.data import load_data
 from dpsd.ensembles import ensemble_votes, load_or_train_members, member_predictions, with_member_steps
 from dpsd.errors import Fault
 from dpsd.experiment import resolve_run
-from dpsd.member_rates import RATES_FILE, MemberRate, record_rates
+from dpsd.member_rates import RATES_FILE, MemberRate, network, record_rates
 from dpsd.methods import METHODS
 from dpsd.methods.base import Method, RunContext, Trainer
 from dpsd.privacy.accounting import Ledger
@@ -218,7 +221,7 @@ def print_ensemble(cfg, data, members: int, parts: int, steps: int, queries: int
         if record and device == resolve_device(cfg.device):
             path = Path(cfg.results_dir) / RATES_FILE
             teacher = cfg.model.teacher
-            record_rates(path, [MemberRate(this_hardware(), str(cfg.dataset.name), str(teacher.arch),
+            record_rates(path, [MemberRate(this_hardware(), str(cfg.dataset.name), network(teacher),
                                            int(teacher.recipe.batch_size), name, per_member[name] / steps, members,
                                            steps) for name in ENSEMBLE_BACKENDS])
             print(f"recorded the {' and '.join(ENSEMBLE_BACKENDS)} rates on {this_hardware()} in {path}")
@@ -270,19 +273,32 @@ def bench_teacher_paths(cfg, data, device: torch.device, repeats: int) -> dict[s
     return {path: (statistics.median(steps), statistics.median(answers)) for path, (steps, answers) in times.items()}
 
 
-def print_teacher_paths(cfg, data, repeats: int) -> None:
+def print_teacher_paths(cfg, data, repeats: int, record: bool = False) -> None:
+    """The teacher paths' table (module docstring); ``record``: also write the step of the path every model trains
+    in (fp32 channels-last) on the device runs here use, at the threads this process was given, into
+    ``<results_dir>/member_rates.csv`` as one network's rate, where a dry run prices a teacher absent from the cache
+    (:func:`dpsd.member_rates.teacher_work`)."""
+    given = torch.get_num_threads()
     print(f"teacher {cfg.model.teacher.arch} (stem {cfg.model.teacher.get('stem') or 'default'}) on {cfg.dataset.name}: "
           f"a training step of {cfg.model.teacher.recipe.batch_size} and 128 answers, median of {repeats} interleaved "
           "rounds; ratio: the path's time over fp32 channels_last's")
     print(f"{'path':<20} {'threads':>7} {'step ms':>9} {'ratio':>6} {'answer ms':>10} {'ratio':>6}  device")
     for device in devices(cfg.device):
-        for threads in ((1, 2) if device.type == "cpu" else (torch.get_num_threads(),)):
+        for threads in (sorted({1, 2, given}) if device.type == "cpu" else (given,)):
             torch.set_num_threads(threads)
             results = bench_teacher_paths(cfg, data, device, repeats)
             base_step, base_answer = results[TEACHER_PATHS[0]]
             for path, (step, answer) in results.items():
                 print(f"{path:<20} {threads:>7} {step * 1e3:>9.1f} {step / base_step:>6.2f} {answer * 1e3:>10.1f} "
                       f"{answer / base_answer:>6.2f}  {describe(device)}")
+            if record and device == resolve_device(cfg.device) and threads == given:
+                path = Path(cfg.results_dir) / RATES_FILE
+                teacher = cfg.model.teacher
+                record_rates(path, [MemberRate(this_hardware(), str(cfg.dataset.name), network(teacher),
+                                               int(teacher.recipe.batch_size), "serial", base_step, 1, repeats)])
+                print(f"recorded the teacher's rate ({TEACHER_PATHS[0]}, {threads} threads) on {this_hardware()} "
+                      f"in {path}")
+    torch.set_num_threads(given)
 
 
 def cell_worker(overrides: list[str], cell: str) -> None:
@@ -387,7 +403,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--member-steps", type=int, default=30, help="--ensemble: optimiser steps per member (default 30)")
     parser.add_argument("--record", action="store_true", help="--ensemble: write each backend's seconds per member "
                         "step into <results_dir>/member_rates.csv, which prices the cells that train members in a dry "
-                        "run")
+                        "run; --teacher-paths: write the teacher's fp32 step at this process's threads there, which "
+                        "prices a teacher absent from the cache")
     parser.add_argument("--queries", type=int, default=1000,
                         help="--ensemble: images each trained member answers, timed per backend (default 1000)")
     parser.add_argument("--teacher-paths", action="store_true", help="time the run's teacher's training step and "
@@ -403,8 +420,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", metavar="METHOD:PRIVACY", help=argparse.SUPPRESS)  # a timed row's process
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, as for `dpsd run`")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    if args.record and args.ensemble is None:
-        parser.error("--record writes the ensemble benchmark's rates: give it with --ensemble M")
+    if args.record and args.ensemble is None and not args.teacher_paths:
+        parser.error("--record writes a benchmark's rates: give it with --ensemble M or --teacher-paths")
     if args.ensemble is not None and not 1 <= args.ensemble <= args.parts:
         parser.error(f"--ensemble must be between 1 and --parts ({args.parts}), got {args.ensemble}")
     if args.contention is not None and (args.contention < 1 or args.competitor_threads < 1):
@@ -428,7 +445,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     data = load_data(cfg, setup.convention)
     if args.teacher_paths:
-        print_teacher_paths(cfg, data, args.repeats or REPEATS)
+        print_teacher_paths(cfg, data, args.repeats or REPEATS, args.record)
         return
     if args.ensemble is not None:
         print_ensemble(cfg, data, args.ensemble, args.parts, args.member_steps, args.queries, args.record)

@@ -1,4 +1,5 @@
-"""What training a teacher ensemble's members costs, measured by ``python -m dpsd.bench --ensemble M --record``.
+"""What training a teacher ensemble's members, or a teacher absent from this machine's cache, costs, measured by
+``python -m dpsd.bench --ensemble M --record`` and ``python -m dpsd.bench --teacher-paths --record``.
 
 PATE's and DGD's paper cells train 250 members each before their first query; a dry run has no recorded run of
 them to price them from (:mod:`dpsd.sweep.timing`), so the ensemble benchmark's seconds per member step price
@@ -9,6 +10,8 @@ for one dataset, member architecture, recipe batch and backend; a newer record o
 :func:`member_work` says which members a cell trains and how many steps, and which cells share them: the cells of
 one method and seed that differ only in their privacy (PATE's and DGD's ε 1 and ε 10) train the same members once
 (the second waits for the first, :func:`dpsd.ensembles.load_or_train_members`), so a dry run prices them once.
+:func:`teacher_work` says which full-data teacher a cell reads that this machine's cache lacks: a sweep trains each
+such teacher once before its cells (:func:`dpsd.sweep.runner.prepare_teacher`), a cost no recorded cell's time holds.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from pathlib import Path
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from dpsd.data import input_convention
 from dpsd.ensembles import backend
+from dpsd.teachers import teacher_cache_dir, teacher_key
 
 MEMBER_KEYS = ("num_teachers", "member_steps", "member_augment", "pool_fraction", "vae_data")
 """The method settings that decide which members a cell trains (its partition and each member's training)."""
@@ -71,6 +76,25 @@ class MemberWork:
         return hardware, self.dataset, self.arch, self.batch_size, chosen
 
 
+def network(teacher: DictConfig) -> str:
+    """A teacher config's network as a rate names it: its arch, with its stem where the config names one (a
+    ResNet-34's step with the CIFAR 3x3 stem costs about ten of torchvision's 7x7 stem's on a CPU)."""
+    stem = teacher.get("stem")
+    return f"{teacher.arch} ({stem} stem)" if stem else str(teacher.arch)
+
+
+def teacher_work(cfg: DictConfig) -> MemberWork | None:
+    """The full-data teacher ``cfg``'s run reads, where ``<results_dir>/teachers`` lacks it: one network trained
+    alone over its recipe's ``steps`` (at most: a recipe with a ``target`` stops at the first check that reaches it),
+    named by its cache file so the cells that share it price it once; None where it is cached."""
+    filename = teacher_key(cfg, input_convention(cfg)).filename
+    if (teacher_cache_dir(cfg) / filename).is_file():
+        return None
+    teacher = cfg.model.teacher
+    return MemberWork(filename, 1, int(teacher.recipe.steps), str(cfg.dataset.name), network(teacher),
+                      int(teacher.recipe.batch_size), "serial")
+
+
 def member_work(cfg: DictConfig) -> MemberWork | None:
     """The members ``cfg``'s method trains (a method with ``num_teachers`` and ``member_steps``: PATE, DGD,
     dfpate); None for one that trains none. Its ``ensemble`` digests what decides the members (:data:`MEMBER_KEYS`
@@ -85,7 +109,7 @@ def member_work(cfg: DictConfig) -> MemberWork | None:
               "dataset": OmegaConf.to_container(cfg.dataset, resolve=True),
               "teacher": OmegaConf.to_container(teacher, resolve=True)}
     ensemble = hashlib.sha256(json.dumps(shared, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return MemberWork(ensemble, count, steps, str(cfg.dataset.name), str(teacher.arch), int(teacher.recipe.batch_size),
+    return MemberWork(ensemble, count, steps, str(cfg.dataset.name), network(teacher), int(teacher.recipe.batch_size),
                       str(teacher.ensemble.backend))
 
 

@@ -100,10 +100,30 @@ def test_ensemble_bench_records_each_backends_rate_per_member_step_replacing_the
     assert printed[-1].startswith(f"recorded the serial and vmap rates on {this_hardware()} in ")
 
 
-def test_bench_refuses_record_without_ensemble(capsys):
+def test_teacher_paths_bench_records_the_fp32_step_at_the_threads_given_as_one_networks_rate(tmp_path, capsys):
+    import torch
+
+    from dpsd.member_rates import RATES_FILE, read_rates
+    from dpsd.tracking import this_hardware
+
+    bench.main(["--teacher-paths", "--repeats", "2", "--record", *TINY, f"results_dir={tmp_path}"])
+    printed = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in printed if line.startswith(("fp32", "bf16"))]
+    given = torch.get_num_threads()
+    assert sorted({int(row[2]) for row in rows}) == sorted({1, 2, given})  # the threads given are among those timed
+    (rate,) = read_rates(tmp_path / RATES_FILE)
+    assert (rate.hardware, rate.dataset, rate.arch, rate.backend, rate.members, rate.member_steps) == (
+        this_hardware(), "digits", "small_cnn", "serial", 1, 2)
+    step_ms = next(float(row[3]) for row in rows if row[:2] == ["fp32", "channels_last"] and int(row[2]) == given)
+    assert rate.seconds_per_step * 1e3 == pytest.approx(step_ms, abs=0.051)  # the table prints ms to 1 decimal
+    assert printed.count(f"recorded the teacher's rate (fp32 channels_last, {given} threads) on {this_hardware()} "
+                           f"in {tmp_path / RATES_FILE}") == 1
+
+
+def test_bench_refuses_record_without_ensemble_or_teacher_paths(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--record"])
-    assert "--record writes the ensemble benchmark's rates: give it with --ensemble M" in capsys.readouterr().err
+    assert "--record writes a benchmark's rates: give it with --ensemble M or --teacher-paths" in capsys.readouterr().err
 
 
 def test_ensemble_bench_refuses_more_members_than_parts():

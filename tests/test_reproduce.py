@@ -218,8 +218,64 @@ def test_the_dry_run_prices_pates_cells_by_the_member_rates_beside_the_runs_arch
     assert estimate_line().startswith("estimate: none: ")
     record_rates(archive.parent / RATES_FILE, [MemberRate(this_hardware(), "digits", "small_cnn", 128, "serial", 3.0,
                                                           2, 30)])
-    # one ensemble of 8 members x 25 steps x 3 s, for both cells
-    assert estimate_line().startswith("estimate: ≥ 10 min for 2 of 2 cells ")
+    # one ensemble of 8 members x 25 steps x 3 s, for both cells; and their full-data teacher, absent here: the same
+    # network at the same batch, so the member rate prices its recipe's 600 steps too
+    line = estimate_line()
+    assert line.startswith("estimate: ≥ 40 min for 2 of 2 cells ")
+    assert "; 1 teacher absent from this machine's cache, trained first, adding 30 min for 1 " in line
+
+
+def test_a_teacher_absent_from_the_cache_is_priced_once_over_its_recipes_steps_at_the_teacher_benchmarks_rate(
+        tmp_path):
+    """The ladder on a fresh machine: its cells' times were recorded with their teacher cached, so the teachers a
+    sweep trains first are priced apart, each once (cells of one seed share it), at the teacher benchmark's rate for
+    that network and stem; a teacher the cache holds, or no rate on this hardware, adds nothing, and the line says
+    which."""
+    from dpsd.member_rates import MemberRate, teacher_work
+    from dpsd.sweep.runner import absent_teachers
+
+    def cell_config(seed: int, stem: str = "imagenet"):
+        return compose(["method=dpsd", "dataset=mnist", "model/teacher=resnet34_paper", f"model.teacher.stem={stem}",
+                        f"seed={seed}",
+                        f"results_dir={tmp_path}"])
+
+    work = teacher_work(cell_config(0))
+    assert (work.count, work.steps, work.arch, work.backend_setting) == (1, 3000, "resnet34 (imagenet stem)", "serial")
+    configs = [cell_config(0), cell_config(0), cell_config(1), cell_config(1, "small_input")]
+    teachers = absent_teachers(configs)
+    assert [t.arch for t in teachers] == ["resnet34 (imagenet stem)"] * 2 + ["resnet34 (small_input stem)"]
+    cached = tmp_path / "teachers" / teachers[1].ensemble
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"")  # seed 1's teacher is in the cache
+    assert teacher_work(cell_config(1)) is None and len(absent_teachers(configs)) == 2
+
+    cells = [(Cell("ladder", "dpsd", ("method=dpsd",), "d", "mnist", "dpsd"), "smoke")]
+    timings = [_timing("r1", "d", "ladder", "dpsd", 100.0, scale="smoke")]
+    rate = MemberRate(HERE, "mnist", "resnet34 (imagenet stem)", 128, "serial", 0.4, 1, 20)
+    got = estimate(cells, timings, HERE, concurrent=1, rates=[rate], teachers=absent_teachers(configs))
+    assert got.seconds == 100.0 + 3000 * 0.4 and (got.teachers_absent, got.teachers_unpriced) == (2, 1)
+    assert got.line().endswith(
+        "; 2 teachers absent from this machine's cache, trained first, adding 20 min for 1 at the teacher benchmark's "
+        "rate over each recipe's full steps (a teacher that reaches its target stops sooner); 1 not priced (no teacher "
+        "benchmark rate on this hardware: python -m dpsd.bench --teacher-paths --record, with the cells' teacher "
+        "settings)")
+    assert estimate(cells, timings, HERE, 1, rates=[rate]).line() == estimate(cells, timings, HERE, 1).line()
+
+
+def test_the_dry_run_says_which_teachers_a_fresh_machine_trains_first(tmp_path):
+    import yaml
+
+    spec = tmp_path / "one.yaml"
+    spec.write_text(yaml.safe_dump({"name": "one", "paper": None, "seeds": [0, 1],
+                                    "base": ["method=dpsd", "privacy=label", "privacy.epsilon=1"]}))
+
+    def estimate_line() -> str:
+        progress = Progress(echo=False)
+        run_sweeps([spec], "smoke", [f"results_dir={tmp_path / 'results'}"], dry_run=True,
+                   archive=tmp_path / "runs.csv", progress=progress)
+        return progress.estimate_line
+
+    assert "2 teachers absent from this machine's cache, trained first; 2 not priced" in estimate_line()
 
 
 def test_progress_prints_cells_done_of_total_and_elapsed_and_appends_them_to_its_log(tmp_path, capsys):

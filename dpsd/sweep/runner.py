@@ -42,7 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 from dpsd.config import compose, resolve_device, resolve_paths
 from dpsd.errors import ConfigError, Fault
 from dpsd.experiment import resolve_run, run_experiment
-from dpsd.member_rates import RATES_FILE, MemberRate, read_rates
+from dpsd.member_rates import RATES_FILE, MemberRate, MemberWork, read_rates, teacher_work
 from dpsd.progress import keep_alive
 from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys, with_seeds
@@ -476,8 +476,10 @@ def run_sweeps(spec_paths: Sequence[str | os.PathLike], scale: str = "smoke", ov
             resources = local_resources(cpus_per_trial, gpus_per_trial)
             here = this_hardware()
             rates = _member_rates(archive)
+            teachers = absent_teachers(cfg for p in plans for _, cfg in p.pending)
             progress.estimate_line = "\n".join([
-                estimate(list(to_run.values()), timings, here, resources.concurrent, _where(address), rates).line(),
+                estimate(list(to_run.values()), timings, here, resources.concurrent, _where(address), rates,
+                         teachers).line(),
                 *(estimate(list(to_run.values()), timings, gpu, 1, "a recorded GPU machine's", rates).line()
                   for gpu in gpu_classes(timings, here))])
         for plan in plans:
@@ -516,6 +518,17 @@ def _timings(plans: list[SweepPlan], memo: PlanMemo, archive: Path | None) -> li
     for key in {(p.client.tracking_uri, p.experiment_id): p for p in plans}.values():
         timings += stored_timings(memo.done_runs(key.client, key.experiment_id))
     return timings
+
+
+def absent_teachers(configs: Iterable[DictConfig]) -> list[MemberWork]:
+    """The full-data teachers ``configs``' cells read that this machine's cache lacks, each once
+    (:func:`dpsd.member_rates.teacher_work`): what a sweep trains before those cells."""
+    found: dict[str, MemberWork] = {}
+    for cfg in configs:
+        work = teacher_work(resolve_paths(cfg))
+        if work is not None:
+            found.setdefault(work.ensemble, work)
+    return list(found.values())
 
 
 def _member_rates(archive: Path | None) -> list[MemberRate]:
@@ -665,7 +678,8 @@ def _run_pending(plans: list[SweepPlan], owner: dict[str, tuple], driver: str, s
     resources = trial_resources(cpus_per_trial, gpus_per_trial)
     if progress is not None:
         priced = estimate([(cell, plan.summary["scale"]) for plan, cell, _ in owner.values()], timings,
-                          this_hardware(), resources.concurrent, where, rates)
+                          this_hardware(), resources.concurrent, where, rates,
+                          absent_teachers(cfg for _, _, cfg in owner.values()))
         progress.estimate_line = priced.line()
         progress.start({h: f"{plan.spec.name} ({plan.summary['scale']}): {cell.label}"
                         for h, (plan, cell, _) in owner.items()}, priced,

@@ -9,7 +9,10 @@ own budget at the scale called smoke) price only other on-demand specs' cells, a
 A cell none of those price whose method trains a teacher ensemble (PATE, DGD: :func:`dpsd.member_rates.member_work`)
 is priced by its members alone at the ensemble benchmark's rate on this class of hardware
 (:mod:`dpsd.member_rates`), each shared ensemble once: a lower bound, said so; else it has no timing.
-The sum is divided by the trials that run at once here.
+A full-data teacher the cells read that this machine's cache lacks (:func:`dpsd.member_rates.teacher_work`) is trained
+before its cells, a time no recorded cell's holds: each such teacher is priced once, over its recipe's full steps at
+the teacher benchmark's rate (``python -m dpsd.bench --teacher-paths --record``), and the line says how many there are
+and what they add. The sum is divided by the trials that run at once here.
 
 :class:`Progress` prints one line per finished trial (cells done / total, elapsed, what is left by the estimate)
 to the terminal and appends it to a log file beside Tune's experiments (``<results_dir>/ray/``).
@@ -27,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from dpsd.errors import ConfigError
-from dpsd.member_rates import MemberRate, member_work
+from dpsd.member_rates import MemberRate, MemberWork, member_work
 from dpsd.sweep.spec import Cell, group_label, load_spec
 from dpsd.tracking import hardware_class
 
@@ -132,6 +135,9 @@ class Estimate:
     where: str = "this machine's"
     other_hardware: int = 0  # untimed cells that have runs on another class of hardware
     members_only: int = 0  # cells priced by MEMBERS_LEVEL (the estimate is then a lower bound)
+    teachers_absent: int = 0  # distinct teachers the cells read that this machine's cache lacks
+    teachers_unpriced: int = 0  # of those, the ones no teacher benchmark rate on this hardware prices
+    teacher_seconds: float = 0.0  # what the priced ones add (in ``seconds``)
 
     def line(self) -> str:
         """``estimate: ≈ 3.1 h on this machine's class of hardware (...) from 412 archived runs; ...``."""
@@ -157,6 +163,8 @@ class Estimate:
             if self.members_only:
                 text += (f"; a lower bound: {self.members_only} cell{'s are' if self.members_only != 1 else ' is'} "
                          "priced by training their members only, from an empty cache")
+        if self.teachers_absent:
+            text += self._teachers()
         if self.untimed:
             text += f"; {self.untimed} cell{'s have' if self.untimed != 1 else ' has'} no timing"
             if self.other_hardware:
@@ -164,10 +172,25 @@ class Estimate:
         return text
 
 
+    def _teachers(self) -> str:
+        absent = self.teachers_absent
+        text = f"; {absent} teacher{'s' if absent != 1 else ''} absent from this machine's cache, trained first"
+        priced = absent - self.teachers_unpriced
+        if priced:
+            text += (f", adding {duration(self.teacher_seconds)} for {priced} at the teacher benchmark's rate over "
+                     "each recipe's full steps (a teacher that reaches its target stops sooner)")
+        if self.teachers_unpriced:
+            text += (f"; {self.teachers_unpriced} not priced (no teacher benchmark rate on this hardware: "
+                     "python -m dpsd.bench --teacher-paths --record, with the cells' teacher settings)")
+        return text
+
+
 def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardware: str, concurrent: int,
-             where: str = "this machine's", rates: Sequence[MemberRate] = ()) -> Estimate:
+             where: str = "this machine's", rates: Sequence[MemberRate] = (),
+             teachers: Sequence[MemberWork] = ()) -> Estimate:
     """The wall time of running ``cells`` (each with its scale) ``concurrent`` at a time on ``hardware``, from
-    ``timings`` and, for a cell they do not price, the ensemble benchmark's ``rates`` (module docstring)."""
+    ``timings`` and, for a cell they do not price, the ensemble benchmark's ``rates``; plus the ``teachers``
+    absent here (:func:`dpsd.member_rates.teacher_work`) at the teacher benchmark's rate (module docstring)."""
     mine = [t for t in {t.run_id or id(t): t for t in timings}.values() if t.hardware == hardware]
     keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.cell, t.scale), lambda t: (t.sweep, t.method, t.scale),
             lambda t: (t.method, t.scale, on_demand(t.sweep)))
@@ -197,9 +220,13 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
                 continue
             untimed += 1
             other += cell.config_hash in elsewhere or wanted[-1] in elsewhere
-    total = sum(per_cell.values()) / max(1, concurrent) if per_cell else None
+    absent = {work.ensemble: work for work in teachers}
+    teacher_seconds = [members.cost(work) for work in absent.values()]
+    priced_teachers = [seconds for seconds in teacher_seconds if seconds is not None]
+    total = (sum(per_cell.values()) + sum(priced_teachers)) / max(1, concurrent) if per_cell else None
     return Estimate(total, per_cell, len(used), by_level, untimed, len(cells), hardware, max(1, concurrent), where,
-                    other, members.priced)
+                    other, members.priced, len(absent), len(absent) - len(priced_teachers),
+                    sum(priced_teachers) / max(1, concurrent))
 
 
 @dataclass
@@ -215,16 +242,21 @@ class MemberPricing:
     def __post_init__(self) -> None:
         self.rated = {rate.key: rate for rate in self.rates if rate.hardware == self.hardware}
 
+    def cost(self, work: MemberWork) -> float | None:
+        """``work``'s seconds at its rate on this hardware; None where no rate prices it."""
+        rate = self.rated.get(work.rate_key(self.hardware))
+        return work.count * work.steps * rate.seconds_per_step if rate is not None else None
+
     def price(self, cell: Cell) -> float | None:
         work = member_work(cell.compose()) if self.rated else None  # composed only where a rate could price it
-        rate = self.rated.get(work.rate_key(self.hardware)) if work is not None else None
-        if rate is None:
+        seconds = self.cost(work) if work is not None else None
+        if seconds is None:
             return None
         self.priced += 1
         if work.ensemble in self.seen:
             return 0.0
         self.seen.add(work.ensemble)
-        return work.count * work.steps * rate.seconds_per_step
+        return seconds
 
 
 def duration(seconds: float) -> str:
