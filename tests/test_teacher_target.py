@@ -76,6 +76,13 @@ def test_the_curve_tool_exports_every_check_of_a_cached_target_teacher(tmp_path)
     assert set(frame["weights_sha256"]) == {record["weights_sha256"]}
     tool.main(["--results-dir", str(tmp_path), "--csv", str(tmp_path / "c.csv"), "--figure", str(tmp_path / "c.png")])
     assert (tmp_path / "c.png").exists() and len(tool.pd.read_csv(tmp_path / "c.csv")) == len(frame)
+    # a seed retrained to other weights is a teacher of its own, named by its digest where the seed has several
+    other = frame.assign(file="other.pt", weights_sha256="f" * 64)
+    third = frame.assign(file="third.pt", seed=frame["seed"] + 1)
+    names = tool.labels(tool.pd.concat([frame, other, third]))
+    digest, seed = record["weights_sha256"], int(frame["seed"].iloc[0])
+    assert names == {frame["file"].iloc[0]: f"small_cnn default seed {seed} ({digest[:8]})",
+                     "other.pt": f"small_cnn default seed {seed} (ffffffff)", "third.pt": f"small_cnn default seed {seed + 1}"}
 
 
 def test_a_killed_training_goes_on_from_its_last_check_and_ends_with_the_weights_of_one_never_stopped(tmp_path,

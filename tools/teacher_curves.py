@@ -65,12 +65,22 @@ def merged(new: pd.DataFrame, csv: Path) -> pd.DataFrame:
     return pd.concat([kept, new], ignore_index=True).sort_values(["arch", "stem", "seed", "step"])
 
 
+def labels(frame: pd.DataFrame) -> dict[str, str]:
+    """``file -> legend name`` of each teacher: its arch, stem and seed, and its weights' sha256 prefix where the seed
+    has several teachers (one retrained elsewhere, or at another thread count, comes out other weights)."""
+    teachers = frame.drop_duplicates("file").set_index("file")
+    several = teachers.groupby(KEY[1:])["weights_sha256"].transform("nunique") > 1
+    return {file: f"{row.arch} {row.stem} seed {row.seed}" + (f" ({row.weights_sha256[:8]})" if several[file] else "")
+            for file, row in teachers.iterrows()}
+
+
 def draw(frame: pd.DataFrame, figure_path: Path) -> None:
     figure, axes = plt.subplots(figsize=(7, 4.2))
-    for (arch, stem, seed), rows in frame.groupby(["arch", "stem", "seed"]):
-        line, = axes.plot(rows["step"], 100 * rows["val_accuracy"], marker="o", label=f"{arch} {stem} seed {seed}: validation")
+    names = labels(frame)
+    for file, rows in frame.groupby("file", sort=False):
+        line, = axes.plot(rows["step"], 100 * rows["val_accuracy"], marker="o", label=f"{names[file]}: validation")
         axes.plot(rows["step"], 100 * rows["test_accuracy"], marker="x", linestyle="--", color=line.get_color(),
-                  label=f"{arch} {stem} seed {seed}: test")
+                  label=f"{names[file]}: test")
     axes.axhline(99.21, color="#999", linestyle=":", label="the papers' 99.21%")
     axes.set_xlabel("optimiser steps (batch 128)")
     axes.set_ylabel("accuracy (%)")
