@@ -47,9 +47,9 @@ from dpsd.progress import keep_alive
 from dpsd.sweep.fairness import declared_groups, unequal_budgets
 from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys, with_seeds
 from dpsd.sweep.store import (DATA_ABSENT, DONE, abandon_stale_claims, archived_figures, archived_versions, cell_tags,
-                              claim_cell, client_for, failed_cells, finished_by, heartbeat, is_done, live_claims, merged_versions, parent_run,
-                              done_runs, figures_of, record_data_absent, record_failure, recorded_hashes, release_claim,
-                              cell_state, versions_of)
+                              claim_cell, client_for, failed_cells, finished_by, heartbeat, is_done, live_claims,
+                              merged_versions, parent_run, done_runs, figures_of, record_data_absent, record_failure,
+                              recorded_hashes, release_claim, cell_state, versions_of)
 from dpsd.threads import set_threads, worker_env
 from dpsd.tracking import this_hardware
 from dpsd.version import method_code_version
