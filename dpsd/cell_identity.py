@@ -48,21 +48,33 @@ _ADDED_AS_NULL = (("model", "teacher", "stem"), ("model", "teacher", "recipe", "
 def config_hash(cfg: DictConfig) -> str:
     """sha256 (16 hex) of the resolved config as sorted YAML, without ``tracking``, ``results_dir``,
     ``checkpoint`` and ``data.root``: two configs that would train the same thing hash the same."""
+    return content_hash(identity_content(cfg))
+
+
+def identity_content(cfg: DictConfig) -> dict:
+    """The resolved config as plain data, less what names no run (``tracking``, ``results_dir``, ``checkpoint``,
+    ``data.root``): what :func:`content_hash` hashes, and a key a cache of hashes can share across places."""
     container = OmegaConf.to_container(cfg, resolve=True)
     for key in _UNHASHED:
         container.pop(key, None)
     container.get("data", {}).pop("root", None)
+    return container
+
+
+def content_hash(content: dict) -> str:
+    """:func:`config_hash` of an :func:`identity_content`; the settings added at their historical value (or as a null
+    meaning what earlier runs did) are taken out of ``content`` first."""
     for (*parents, key), value in _ADDED_AT_HISTORICAL_VALUE.items():
-        node = container
+        node = content
         for parent in parents:
             node = node.get(parent) or {}
         if key in node and node[key] == value:
             del node[key]
     for *parents, key in _ADDED_AS_NULL:
-        node = container
+        node = content
         for parent in parents:
             node = node.get(parent) or {}
         if key in node and node[key] is None:
             del node[key]
-    text = yaml.safe_dump(container, sort_keys=True, default_flow_style=False)
+    text = yaml.safe_dump(content, sort_keys=True, default_flow_style=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -4,6 +4,7 @@ hashes and statuses that composing every cell through Hydra does."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from pathlib import Path
 
@@ -23,6 +24,7 @@ def _clear_caches() -> None:
                    sweep_spec._parse_once, sweep_spec._hash_table):
         cached.cache_clear()
     sweep_spec._METHOD_CHECKED.clear()
+    sweep_spec._EXPANDED.clear()
 
 
 def _listing(summaries: list[dict]) -> list[tuple]:
@@ -80,6 +82,54 @@ def test_a_kept_hash_is_config_hash_and_a_changed_value_or_type_is_hashed_anew(t
     as_float.method.student_lr, as_int.method.student_lr = 1.0, 1
     for config in (as_float, as_int):  # kept in this order: the int must not be answered the float's hash
         assert sweep_spec.cell_hash(config) == config_hash(config)
+    _clear_caches()
+
+
+def test_a_kept_hash_is_found_from_another_store_and_data_root(tmp_path, monkeypatch):
+    """Where results and data live is no part of a cell: a hash kept while planning with one ``results_dir`` and
+    ``data.root`` answers the same cell planned with others (a test's store, a clone's data) from the one entry."""
+    monkeypatch.setenv(sweep_spec.CACHE_VARIABLE, str(tmp_path))
+    _clear_caches()
+    here = compose(["method=dpsd", "results_dir=/a/store", "data.root=/a/data"])
+    first = sweep_spec.cell_hash(here)
+    sweep_spec._save_hashes()
+    _clear_caches()
+    there = compose(["method=dpsd", "results_dir=/b/store", "data.root=/b/data"])
+    assert sweep_spec.cell_hash(there) == first == config_hash(there)
+    assert len(sweep_spec._hash_table(sweep_spec.composition_cache())) == 1
+    _clear_caches()
+
+
+def test_a_changed_cell_hash_definition_is_a_new_composition_cache(tmp_path, monkeypatch):
+    """The kept hashes are config_hash's only while dpsd/cell_identity.py is what it was: an edit to it (a setting
+    added at its historical value) names another folder, so no hash of the old rule is read."""
+    import dpsd.cell_identity
+
+    monkeypatch.setenv(sweep_spec.CACHE_VARIABLE, str(tmp_path))
+    sweep_spec.composition_cache.cache_clear()
+    first = sweep_spec.composition_cache()
+    edited = tmp_path / "cell_identity.py"
+    edited.write_text(Path(dpsd.cell_identity.__file__).read_text() + "\n# an edit\n")
+    monkeypatch.setattr(dpsd.cell_identity, "__file__", str(edited))
+    sweep_spec.composition_cache.cache_clear()
+    second = sweep_spec.composition_cache()
+    sweep_spec.composition_cache.cache_clear()
+    assert first.parent == second.parent == tmp_path and first != second
+
+
+def test_an_expansion_is_kept_but_each_call_gets_configs_of_its_own(tmp_path):
+    """A spec expanded twice in a process is composed once; a config a caller changes is its own, and a spec whose
+    content changed under the same name is expanded anew."""
+    _clear_caches()
+    spec = sweep_spec.load_spec(REPO / "sweeps" / "quickstart.yaml")
+    first = sweep_spec.expand_configs(spec, "smoke")
+    first[0][1].seed = 12345
+    again = sweep_spec.expand_configs(spec, "smoke")
+    assert [cell for cell, _ in again] == [cell for cell, _ in first]
+    assert again[0][1].seed != 12345 and again[0][1] is not first[0][1]
+    fewer = dataclasses.replace(spec, cells=spec.cells[:2])
+    assert [cell.label for cell in sweep_spec.expand_cells(fewer, "smoke")] == [cell.label for cell, _ in first[
+        :2 * len(spec.seeds)]] != [cell.label for cell, _ in first]
     _clear_caches()
 
 

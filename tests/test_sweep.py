@@ -21,11 +21,11 @@ import yaml
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
+from dpsd.cell_identity import config_hash
 from dpsd.config import compose
 from dpsd.errors import ConfigError
 from dpsd.sweep.runner import run_sweep, run_sweeps
-from dpsd.sweep.spec import (REPO_SWEEPS, Spec, base_value, common_check, config_hash, expand_cells, load_spec,
-                              split_scale)
+from dpsd.sweep.spec import REPO_SWEEPS, Spec, base_value, common_check, expand_cells, load_spec, split_scale
 from dpsd.report.tables import code_cell
 from dpsd.sweep.store import DATA_ABSENT, DONE, recorded_hashes
 from dpsd.sweep.summary import format_summary

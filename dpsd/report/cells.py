@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
@@ -74,13 +75,20 @@ def wall_seconds(run: pd.Series) -> float:
     return total + (0.0 if pd.isna(before) or not pd.isna(since) else float(before))
 
 
+def _finished(values: pd.Series) -> np.ndarray:
+    """A group's values as floats, the missing ones left out (numpy's, not pandas', for speed: a page's groups
+    summarise about a hundred thousand columns)."""
+    array = values.to_numpy(dtype=float, na_value=math.nan)
+    return array[~np.isnan(array)]
+
+
 def _mean(values: pd.Series) -> float:
-    values = values.dropna()
+    values = _finished(values)
     return float(values.mean()) if len(values) else math.nan
 
 
 def _std(values: pd.Series) -> float:
-    values = values.dropna()
+    values = _finished(values)
     return float(values.std(ddof=1)) if len(values) > 1 else math.nan
 
 

@@ -21,9 +21,9 @@ from typing import Callable, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.config import compose
 from dpsd.report.tables import DASH
 from dpsd.report.verdict import teacher_text
+from dpsd.sweep.spec import composed
 
 FAITHFUL, REPAIR, SUBSTITUTE = "faithful", "repair (not in the paper)", "substitute (the paper's ResNet-34 not run)"
 ABLATION = "ablation (not the method)"  # a term of the method taken out, as a paper's ablation table does: no reading
@@ -264,7 +264,7 @@ READERS: dict[str, Switch] = {switch.name: switch for entry in SWITCH_SETS.value
 @functools.lru_cache(maxsize=None)
 def _defaults(method: str, dataset: str) -> dict[str, str]:
     """Each of ``method``'s switches at its default (conf/method/<method>.yaml on ``dataset``)."""
-    cfg = compose([f"method={method}", f"dataset={dataset}"])
+    cfg = composed([f"method={method}", f"dataset={dataset}"])
     return {switch.key: switch.read(cfg) for switch in SWITCH_SETS[method].switches}
 
 

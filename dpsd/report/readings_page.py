@@ -11,7 +11,6 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from dpsd.config import compose
 from dpsd.report.figures import PNG_METADATA, _label_log_axis, save_png
 from dpsd.report.readings import READ_METHODS, SWITCH_SETS, switch_values
 from dpsd.report.readings_design import (TIE, accuracy_column, budget_table, centre_table, chosen_defaults,
@@ -20,6 +19,7 @@ from dpsd.report.readings_design import (TIE, accuracy_column, budget_table, cen
 from dpsd.report.scoreboard import MIN_SEEDS
 from dpsd.report.tables import markdown_table
 from dpsd.report.verdict import count_noun
+from dpsd.sweep.spec import composed
 
 # Why the default rule judges runs, not main effects: in a fraction a main effect carries the interactions aliased
 # with it; in the full factorial it is the average over the other switches' values, not any one combination.
@@ -119,7 +119,7 @@ def readings_markdown(title: str, rows: pd.DataFrame, design: str, figure: str |
         effects = main_effects(at)
         counts = search_summary(at)
         best, seeds = counts["best_run"], counts["seeds"]
-        current = switch_values(compose([f"method={method}", "dataset=mnist"]))
+        current = switch_values(composed([f"method={method}", "dataset=mnist"]))
         teacher = counts["teacher"]  # the search's teacher: the one its faithful combinations ran at
         chosen = chosen_defaults(at, teacher, current)
         changed = [f"{k} {current[k]} -> {v}" for k, v in chosen.items() if current[k] != v]

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from dpsd.cell_identity import config_hash
-from dpsd.config import compose, resolve_paths
+from dpsd.cell_identity import identity_content
+from dpsd.config import resolve_paths
 from dpsd.errors import ConfigError
 from dpsd.report import figures, formats, readings_design, site, verdict
 from dpsd.report.cells import RUN, cell_frame, group_frame
@@ -41,7 +41,7 @@ from dpsd.report.settings import load_settings, settings_block, settings_html, s
 from dpsd.report.runs import absolute_artifact_uri, load_history, latest_per_cell, store_words, write_archive
 from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
 from dpsd.report.trends import claims_for, claims_path, load_claims
-from dpsd.sweep.spec import Cell, Spec, expand_configs, group_label, load_spec, varied_keys
+from dpsd.sweep.spec import Cell, Spec, composed, expand_configs, group_label, identity_hash, load_spec, varied_keys
 from dpsd.tracking import tracking_uri
 
 DEFAULT_SPECS = Path("sweeps")
@@ -222,9 +222,9 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     """
     loaded = [load_spec(path) for path in specs]  # a bad spec name stops before anything is composed
     loaded = [spec for spec in loaded if spec.feeds.get("kind") != "study"]  # a study's page is its own
-    composed = compose(list(overrides))
-    shown_results = str(composed.results_dir)  # as the command line gave it: a page names no machine's path
-    cfg: DictConfig = resolve_paths(composed)
+    given = composed(list(overrides))
+    shown_results = str(given.results_dir)  # as the command line gave it: a page names no machine's path
+    cfg: DictConfig = resolve_paths(given)
     uri = tracking_uri(cfg)
     archive = Path(archive) if archive is not None else None
     history = load_history(uri, str(cfg.tracking.experiment), archive if archive and archive.exists() else None)
@@ -312,8 +312,11 @@ def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
 
 def run_hash(cfg: DictConfig) -> str:
     """A run's identity over its seeds: the hash of its config with the seed left out. Two designs name one run by
-    different cell labels (and two runs by one label where their bases differ); their configs tell them apart."""
-    return config_hash(OmegaConf.merge(cfg, {"seed": 0}))
+    different cell labels (and two runs by one label where their bases differ); their configs tell them apart.
+    ``cfg`` is resolved (as every composed config is), so no other value follows the seed."""
+    content = identity_content(cfg)
+    content["seed"] = 0
+    return identity_hash(content)
 
 
 def _write_markdown(path: Path, out: Path, intro: list[str], sections: list[site.Section], title: str) -> Path:

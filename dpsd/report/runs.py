@@ -157,13 +157,9 @@ def superseded_by_later(frame: pd.DataFrame) -> set[str]:
     """Run ids superseded by a later run of another config hash with the same scale, overrides (less
     :data:`PLACE_KEYS`) and code version: the rule that leaves one current run set per cell as a reader names it.
     ``frame``: archive rows with their ``overrides``."""
-    current = _current_named(frame)
-    found: set[str] = set()
-    for _, same in current.groupby(["scale", "_identity", "code_version"], sort=False):
-        if same["config_hash"].nunique() > 1:
-            latest = same.sort_values(["start_time", "run_id"]).iloc[-1]
-            found |= set(same.loc[same["config_hash"] != latest["config_hash"], "run_id"])
-    return found
+    current = _current_named(frame).sort_values(["start_time", "run_id"])
+    latest = current.groupby(["scale", "_identity", "code_version"], sort=False)["config_hash"].transform("last")
+    return set(current.loc[latest.notna() & (current["config_hash"] != latest), "run_id"])
 
 
 def duplicate_sets(frame: pd.DataFrame) -> list[str]:

@@ -36,7 +36,7 @@ from dpsd.report.study_figures import study_figures
 from dpsd.report.tables import DASH, fmt_eps, fmt_mean_std, fmt_number, markdown_table, page_scale_line
 from dpsd.sweep.objectives import PRIVACY, is_multi_objective, study_directions
 from dpsd.sweep.study import HELD_OUT, SELECTION, search_block, study_budget
-from dpsd.sweep.spec import Spec, base_value
+from dpsd.sweep.spec import Spec, base_value, composed
 
 IMPORTANCE_SEEDS = (0, 1, 2)  # fANOVA fits a random forest: its importances are reported over these seeds
 
@@ -210,10 +210,9 @@ CHANCE_MARGIN = 1.0
 def chance_sentence(spec: Spec, runs: pd.DataFrame) -> str:
     """How many trials score at chance (:data:`CHANCE_MARGIN`) on the selection half, said plainly: a study most of
     whose trials sit there ranks noise."""
-    from dpsd.config import compose
     from dpsd.data import data_info
 
-    classes = data_info(compose(list(spec.base))).num_classes
+    classes = data_info(composed(list(spec.base))).num_classes
     chance = 100 / classes
     at = int(((runs[SELECTION] - chance).abs() <= CHANCE_MARGIN).sum())
     where = f"within {CHANCE_MARGIN:g} point of chance ({chance:.2f}%, {classes} classes) on the selection half"
@@ -346,11 +345,11 @@ def study_history(overrides: Sequence[str], archive: Path | None = None,
     it exists), the archive rewritten with them (``update_archive``), as a page reads them, each with its ``source``
     (:data:`ARCHIVE` where the archive holds it, else :data:`STORE`: a run of this store alone, the user's own); and
     the page's lines naming where they were read (the store first)."""
-    from dpsd.config import compose, resolve_paths
+    from dpsd.config import resolve_paths
     from dpsd.tracking import tracking_uri
 
-    composed = compose(list(overrides))
-    cfg = resolve_paths(composed)
+    given = composed(list(overrides))
+    cfg = resolve_paths(given)
     uri = tracking_uri(cfg)
     archive = Path(archive) if archive is not None else None
     history = load_history(uri, str(cfg.tracking.experiment), archive if archive and archive.exists() else None)
@@ -359,7 +358,7 @@ def study_history(overrides: Sequence[str], archive: Path | None = None,
     archived = set(read_archive(archive)["run_id"]) if archive is not None and archive.exists() else set()
     if len(history):
         history = history.assign(source=history["run_id"].map(lambda run: ARCHIVE if run in archived else STORE))
-    store = store_words(uri, Path(cfg.results_dir), str(composed.results_dir))
+    store = store_words(uri, Path(cfg.results_dir), str(given.results_dir))
     read = [f"Reproduced numbers: MLflow runs in {store} (experiment {cfg.tracking.experiment!r}). No number on this "
             "page is typed by hand."]
     if archive is not None and archive.exists():
@@ -394,12 +393,12 @@ def storage_line(spec: Spec, runs: pd.DataFrame, folder: Path, scale: str) -> st
 def keep_study(spec_path: str, scale: str, overrides: Sequence[str], archive: Path | None = None) -> Path:
     """After a search (``dpsd sweep --search``): its trials, from the store ``overrides`` name and ``archive``, kept
     in the journal under ``<results_dir>/optuna/`` (:func:`save_storage`); returns its path."""
-    from dpsd.config import compose, resolve_paths
+    from dpsd.config import resolve_paths
     from dpsd.sweep.spec import load_spec
 
     spec = load_spec(spec_path)
     history, _ = study_history(overrides, archive)
-    path = storage_path(Path(resolve_paths(compose(list(overrides))).results_dir), spec, scale)
+    path = storage_path(Path(resolve_paths(composed(list(overrides))).results_dir), spec, scale)
     save_storage(spec, study_runs(history, spec.name, scale), path)
     return path
 

@@ -3,7 +3,7 @@
 A *cell* is one run: the spec's ``base`` overrides + one ``grid`` combination (or one explicit
 ``cells`` entry) + ``seed=<s>``, at a scale (``check`` adds the shared and the spec's ``check`` overrides: a
 pipeline check; ``smoke`` an on-demand spec's own ``smoke`` overrides: its budget), with the command line's
-overrides last (they win). Its identity is :func:`~dpsd.sweep.spec.config_hash` of the
+overrides last (they win). Its identity is :func:`~dpsd.cell_identity.config_hash` of the
 resolved config, so a cell that already has a FINISHED MLflow run (tag ``cell_status=done``) is never
 run again, whichever spec or sweep produced it: an interrupted sweep, re-run, does only what is left.
 The tags every trial run carries (``sweep``, ``cell``, ``config_hash``, ``cell_status``,

@@ -25,7 +25,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
-from dpsd.cell_identity import config_hash
+from dpsd.cell_identity import content_hash, identity_content
 from dpsd.config import CONFIG_DIR, check_method_overrides, compose, switch_noise_off
 from dpsd.errors import ConfigError
 
@@ -392,8 +392,9 @@ CACHE_VARIABLE = "DPSD_COMPOSITION_CACHE"
 def composition_cache() -> Path | None:
     """Where Hydra compositions of group choices are kept between processes: a folder named by a fingerprint of
     everything a composition reads (every file of the config tree, by path and content; ``dpsd/config.py``, whose
-    schema Hydra merges first; the Hydra, OmegaConf and Python versions), so an edit to any of them starts a new
-    folder and no stale composition is ever read. None when :data:`CACHE_VARIABLE` is ``off``."""
+    schema Hydra merges first; the Hydra, OmegaConf and Python versions) and of ``dpsd/cell_identity.py``, which
+    defines the hashes kept beside them (:func:`identity_hash`), so an edit to any of them starts a new folder and no
+    stale composition or hash is ever read. None when :data:`CACHE_VARIABLE` is ``off``."""
     chosen = os.environ.get(CACHE_VARIABLE, "")
     if chosen.lower() in ("off", "0", "none"):
         return None
@@ -403,7 +404,8 @@ def composition_cache() -> Path | None:
     digest = hashlib.sha256()
     for path in sorted(p for p in CONFIG_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(path.relative_to(CONFIG_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
-    digest.update(Path(sys.modules[compose.__module__].__file__).read_bytes())  # dpsd/config.py
+    for function in (compose, content_hash):  # dpsd/config.py; dpsd/cell_identity.py, which hashes a cell
+        digest.update(Path(sys.modules[function.__module__].__file__).read_bytes())
     digest.update(f"{hydra.__version__} {omegaconf.__version__} {sys.version}".encode())
     root = Path(chosen) if chosen else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dpsd" / "compositions"
     return root / digest.hexdigest()[:24]
@@ -421,7 +423,7 @@ def with_seeds(spec: Spec, seeds: int | None) -> Spec:
 def expand_cells(spec: Spec | str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = ()) -> list[Cell]:
     """Every cell of ``spec`` at ``scale`` with the command-line ``overrides``, in spec order
     (cells of the grid, then explicit cells; seeds innermost). Composition errors are ConfigErrors."""
-    return [cell for cell, _ in expand_configs(spec, scale, overrides)]
+    return [cell for cell, _ in _expansion(spec, scale, overrides)]
 
 
 def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
@@ -429,11 +431,29 @@ def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
     """:func:`expand_cells` with each cell's composed config. A scale's list of the spec (at smoke an on-demand
     spec's own ``smoke``, at check its ``check``) comes after the cell, less the keys the cell sets: a cell's own
     value beats it (a ladder's budget sets ``++method.queries=400``; its cell ``method.queries=2000`` stays 2,000);
-    the command line's come last. At check scale the cells above a shared cap are left out."""
+    the command line's come last. At check scale the cells above a shared cap are left out.
+
+    Each call hands out configs of its own (unpickled copies): a caller may change them."""
+    return [(cell, pickle.loads(cfg)) for cell, cfg in _expansion(spec, scale, overrides)]
+
+
+_EXPANDED: dict[tuple[str, str, tuple[str, ...]], list[tuple[Cell, bytes]]] = {}
+
+
+def _expansion(spec: Spec | str | os.PathLike, scale: str, overrides: Sequence[str]) -> list[tuple[Cell, bytes]]:
+    """:func:`expand_configs`' cells, each with its config pickled, once a process for each spec (by its whole
+    content), scale and overrides: rendering every page expands the same specs about 200 times."""
     if not isinstance(spec, Spec):
         spec = load_spec(spec)
     if scale not in SCALES:
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+    key = (repr(spec), scale, tuple(overrides))
+    if key not in _EXPANDED:
+        _EXPANDED[key] = _expanded(spec, scale, overrides)
+    return _EXPANDED[key]
+
+
+def _expanded(spec: Spec, scale: str, overrides: Sequence[str]) -> list[tuple[Cell, bytes]]:
     listed = {"smoke": spec.smoke, CHECK: spec.check}.get(scale, ())
     cells = []
     for own in cell_overrides(spec):
@@ -449,31 +469,37 @@ def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
             if scale == CHECK and over_check_cap(spec, cfg):
                 continue
             cells.append((Cell(spec.name, " ".join(mine), full, cell_hash(cfg),
-                               str(cfg.dataset.name), str(cfg.method.name)), cfg))
+                               str(cfg.dataset.name), str(cfg.method.name)), _compose_once(full)))
     _save_hashes()
     _check_distinct(spec.name, [cell for cell, _ in cells])
     return cells
 
 
-HASHES = "config_hashes.json"
+HASHES = "identity_hashes.json"
 """The file of :func:`cell_hash`'s table in a :func:`composition_cache` folder."""
 
 
 def cell_hash(cfg: DictConfig) -> str:
-    """:func:`dpsd.cell_identity.config_hash` of ``cfg``, kept on disk beside the compositions (:func:`composition_cache`,
-    whose fingerprint holds ``dpsd/config.py``, where the hash is defined) under the exact content of the resolved
-    config: the sha256 of its pickle, which unpickles to that content only, so two configs that differ in any value
-    or type never share an entry (two pickles of one content may differ: then it is hashed again). Planning every
-    spec hashes about 1,900 cells, most of them the same from one dry run to the next, and the sorted YAML dump
-    that config_hash hashes was a fifth of the dry run's time."""
+    """:func:`dpsd.cell_identity.config_hash` of ``cfg`` by :func:`identity_hash`."""
+    return identity_hash(identity_content(cfg))
+
+
+def identity_hash(content: dict) -> str:
+    """:func:`dpsd.cell_identity.content_hash` of ``content`` (an :func:`~dpsd.cell_identity.identity_content`),
+    kept on disk beside the compositions (:func:`composition_cache`, whose fingerprint holds
+    ``dpsd/cell_identity.py``, where the hash is defined) under the exact content: the sha256 of its pickle, which
+    unpickles to that content only, so two configs that differ in any value or type never share an entry (two
+    pickles of one content may differ: then it is hashed again). The content leaves out where a run's results and
+    data live, so a store of its own (``results_dir=``) or another ``data.root`` finds the same entries. Planning
+    every spec hashes about 1,900 cells, most of them the same from one dry run to the next, and the sorted YAML
+    dump that config_hash hashes was a fifth of the dry run's time."""
     folder = composition_cache()
     if folder is None:
-        return config_hash(cfg)
-    content = pickle.dumps(OmegaConf.to_container(cfg, resolve=True), protocol=4)
-    key = hashlib.sha256(content).hexdigest()[:32]
+        return content_hash(content)
+    key = hashlib.sha256(pickle.dumps(content, protocol=4)).hexdigest()[:32]
     table = _hash_table(folder)
     if key not in table:
-        table[key] = config_hash(cfg)
+        table[key] = content_hash(content)
         _UNSAVED.add(folder)
     return table[key]
 
