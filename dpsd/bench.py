@@ -219,12 +219,19 @@ def print_ensemble(cfg, data, members: int, parts: int, steps: int, queries: int
               f"{batched * parts / 60:>14.1f} {answer_serial:>24.1f} {answer_vmap:>8.1f} "
               f"{answer_vmap / answer_serial:>14.2f}  {describe(device)}")
         if record and device == resolve_device(cfg.device):
-            path = Path(cfg.results_dir) / RATES_FILE
-            teacher = cfg.model.teacher
-            record_rates(path, [MemberRate(this_hardware(), str(cfg.dataset.name), network(teacher),
-                                           int(teacher.recipe.batch_size), name, per_member[name] / steps, members,
-                                           steps) for name in ENSEMBLE_BACKENDS])
+            path = _record(cfg, {name: per_member[name] / steps for name in ENSEMBLE_BACKENDS}, members, steps)
             print(f"recorded the {' and '.join(ENSEMBLE_BACKENDS)} rates on {this_hardware()} in {path}")
+
+
+def _record(cfg, rates: dict[str, float], timed: int, steps: int) -> Path:
+    """Write ``rates`` (backend -> seconds a training step of ``cfg``'s teacher network on this hardware; ``timed``
+    networks of ``steps`` steps each timed) into ``<results_dir>/member_rates.csv``; returns its path."""
+    path = Path(cfg.results_dir) / RATES_FILE
+    teacher = cfg.model.teacher
+    record_rates(path, [MemberRate(this_hardware(), str(cfg.dataset.name), network(teacher),
+                                   int(teacher.recipe.batch_size), backend, seconds, timed, steps)
+                        for backend, seconds in rates.items()])
+    return path
 
 
 TEACHER_PATHS = ("fp32 channels_last", "fp32 nchw", "bf16 autocast")
@@ -292,10 +299,7 @@ def print_teacher_paths(cfg, data, repeats: int, record: bool = False) -> None:
                 print(f"{path:<20} {threads:>7} {step * 1e3:>9.1f} {step / base_step:>6.2f} {answer * 1e3:>10.1f} "
                       f"{answer / base_answer:>6.2f}  {describe(device)}")
             if record and device == resolve_device(cfg.device) and threads == given:
-                path = Path(cfg.results_dir) / RATES_FILE
-                teacher = cfg.model.teacher
-                record_rates(path, [MemberRate(this_hardware(), str(cfg.dataset.name), network(teacher),
-                                               int(teacher.recipe.batch_size), "serial", base_step, 1, repeats)])
+                path = _record(cfg, {"serial": base_step}, 1, repeats)
                 print(f"recorded the teacher's rate ({TEACHER_PATHS[0]}, {threads} threads) on {this_hardware()} "
                       f"in {path}")
     torch.set_num_threads(given)
