@@ -212,6 +212,37 @@ def test_a_cell_with_no_run_of_its_own_is_priced_by_its_other_seeds_before_its_s
     assert "its other seeds' runs for 1" in got.line() and "its spec's runs of its method for 1" in got.line()
 
 
+def test_a_cell_run_on_other_hardware_only_is_priced_by_its_time_there_times_the_ratio_on_the_cells_both_ran():
+    """A new machine that has run the ladder's R5 (2,607 s; 1,870 s on the old one) prices R3, which only the old one
+    ran (6,199 s), at 6,199 s x 2,607 / 1,870, not at R5's time; a class sharing more of the spec's cells prices
+    first; a spec the two classes share no cell of is not scaled (its cells fall to this hardware's own levels)."""
+    r3, r5, r4 = "method=dp_dfd privacy=none", "method=dp_dfd privacy=label", "method=dp_dfd privacy.noiseless=true"
+    old, fast = "AMD EPYC, 2 logical cores, no GPU", "Intel Xeon, 16 logical cores, NVIDIA H200"
+    timings = [Timing("a", "h50", "ladder", "dp_dfd", "smoke", HERE.replace("AMD EPYC", "Intel Xeon"), 2607.0, r5),
+               Timing("b", "h51", "ladder", "dp_dfd", "smoke", old, 1800.0, r5),
+               Timing("c", "h52", "ladder", "dp_dfd", "smoke", old, 1940.0, r5),
+               Timing("d", "h30", "ladder", "dp_dfd", "smoke", old, 6199.0, r3),
+               Timing("e", "h40", "ladder", "dp_dfd", "smoke", fast, 100.0, r4),  # shares no cell with this machine
+               Timing("f", "h60", "other", "dp_dfd", "smoke", old, 500.0, "method=dp_dfd")]  # nor of this spec
+    here = HERE.replace("AMD EPYC", "Intel Xeon")
+    cells = [(Cell("ladder", f"{r3} seed=1", (), "h31", "mnist", "dp_dfd"), "smoke"),
+             (Cell("ladder", f"{r4} seed=1", (), "h41", "mnist", "dp_dfd"), "smoke"),
+             (Cell("other", "method=dp_dfd seed=1", (), "h61", "mnist", "dp_dfd"), "smoke")]
+    got = estimate(cells, timings, here, concurrent=1)
+    assert got.per_cell["h31"] == pytest.approx(6199.0 * 2607.0 / 1870.0)
+    assert got.per_cell["h41"] == 2607.0  # the spec's DP-DFD runs here: the fast class shares no cell with this one
+    assert "h61" not in got.per_cell and got.untimed == got.other_hardware == 1  # not scaled: timed elsewhere only
+    assert "its runs on another class of hardware, times that class's ratio to this one over its spec's cells both " \
+           "ran for 1" in got.line()
+    assert got.runs == 4  # a, b, c, d: R3's run there and the R5 runs the ratio rests on
+    more = [*timings, Timing("g", "h70", "ladder", "dp_dfd", "smoke", fast, 26.07, "method=dp_dfd x"),
+            Timing("h", "h71", "ladder", "dp_dfd", "smoke", here, 2607.0, "method=dp_dfd x"),
+            Timing("i", "h72", "ladder", "dp_dfd", "smoke", fast, 10.0, "method=dp_dfd y"),
+            Timing("j", "h73", "ladder", "dp_dfd", "smoke", here, 1000.0, "method=dp_dfd y"),
+            Timing("k", "h32", "ladder", "dp_dfd", "smoke", fast, 60.0, r3)]
+    assert estimate(cells[:1], more, here, concurrent=1).per_cell["h31"] == pytest.approx(60.0 * 100.0)
+
+
 def test_cells_no_run_prices_are_priced_by_their_members_at_the_benchmark_rate_each_shared_ensemble_once():
     """PATE's cells at two ε and one seed train the same members once; another seed trains its own; a rate recorded on
     other hardware, or for another backend than this hardware's, prices nothing; the estimate says it is a lower

@@ -3,8 +3,9 @@
 :func:`estimate` prices each cell to run from the recorded runs (the runs archive and the MLflow store: metric
 ``time_total_s``, tag ``hardware``) measured on this machine's class of hardware (:func:`dpsd.tracking.hardware_class`: the CPU,
 its logical cores and the GPU, less the thread count a trial was given): the cell's own earlier runs (a stale or
-failed-before cell), else the runs of the same cell at its other seeds, else its spec's runs of its method at its
-scale, else its method's runs at its scale; each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their
+failed-before cell), else the runs of the same cell at its other seeds, else the same cell's runs on another class
+of hardware scaled by the two classes' ratio over the spec's cells both ran (:func:`scaled_from_elsewhere`), else its
+spec's runs of its method at its scale, else its method's runs at its scale; each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their
 own budget at the scale called smoke) price only other on-demand specs' cells, and the others only the others.
 A cell none of those price whose method trains a teacher ensemble (PATE, DGD: :func:`dpsd.member_rates.member_work`)
 is priced by its members alone at the ensemble benchmark's rate on this class of hardware
@@ -103,8 +104,9 @@ def _seconds(value: Any) -> float | None:
     return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
-LEVELS = ("its own earlier runs", "its other seeds' runs", "its spec's runs of its method",
-          "its method's runs at its scale")
+LEVELS = ("its own earlier runs", "its other seeds' runs",
+          "its runs on another class of hardware, times that class's ratio to this one over its spec's cells both ran",
+          "its spec's runs of its method", "its method's runs at its scale")
 MEMBERS_LEVEL = "its members alone at the ensemble benchmark's rate"
 
 
@@ -191,26 +193,31 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
     """The wall time of running ``cells`` (each with its scale) ``concurrent`` at a time on ``hardware``, from
     ``timings`` and, for a cell they do not price, the ensemble benchmark's ``rates``; plus the ``teachers``
     absent here (:func:`dpsd.member_rates.teacher_work`) at the teacher benchmark's rate (module docstring)."""
-    mine = [t for t in {t.run_id or id(t): t for t in timings}.values() if t.hardware == hardware]
-    keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.cell, t.scale), lambda t: (t.sweep, t.method, t.scale),
-            lambda t: (t.method, t.scale, on_demand(t.sweep)))
-    indexes: list[dict] = [{} for _ in keys]
+    unique = list({t.run_id or id(t): t for t in timings}.values())
+    mine = [t for t in unique if t.hardware == hardware]
+    keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.cell, t.scale), None,  # None: the scaled level
+            lambda t: (t.sweep, t.method, t.scale), lambda t: (t.method, t.scale, on_demand(t.sweep)))
+    indexes: list[dict] = [scaled_from_elsewhere(unique, hardware) if key is None else {} for key in keys]
     for timing in mine:
         for index, key in zip(indexes, keys):
-            index.setdefault(key(timing), []).append(timing)
+            if key is not None:
+                index.setdefault(key(timing), []).append(timing)
     elsewhere = {t.config_hash for t in timings if t.hardware != hardware} | {
         (t.method, t.scale, on_demand(t.sweep)) for t in timings if t.hardware != hardware}
     per_cell, used, by_level = {}, set(), dict.fromkeys(LEVELS, 0)
     members = MemberPricing(hardware, rates)
     untimed = other = 0
     for cell, scale in cells:
-        wanted = (cell.config_hash, (cell.spec, group_label(cell.label), scale), (cell.spec, cell.method, scale),
+        group = (cell.spec, group_label(cell.label), scale)
+        wanted = (cell.config_hash, group, group, (cell.spec, cell.method, scale),
                   (cell.method, scale, on_demand(cell.spec)))
         for level, index, key in zip(LEVELS, indexes, wanted):
             found = index.get(key)
             if found:
-                per_cell[cell.config_hash] = statistics.median(t.seconds for t in found)
-                used.update(t.run_id for t in found)
+                priced = found if isinstance(found, Priced) else Priced(statistics.median(t.seconds for t in found),
+                                                                       frozenset(t.run_id for t in found))
+                per_cell[cell.config_hash] = priced.seconds
+                used.update(priced.run_ids)
                 by_level[level] += 1
                 break
         else:
@@ -227,6 +234,44 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
     return Estimate(total, per_cell, len(used), by_level, untimed, len(cells), hardware, max(1, concurrent), where,
                     other, members.priced, len(absent), len(absent) - len(priced_teachers),
                     sum(priced_teachers) / max(1, concurrent))
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A cell's price (seconds) and the runs it rests on: at the scaled level, a cell group's time on this class of
+    hardware from another's (:func:`scaled_from_elsewhere`)."""
+
+    seconds: float
+    run_ids: frozenset[str]
+
+
+def scaled_from_elsewhere(timings: Sequence[Timing], hardware: str) -> dict[tuple[str, str, str], Priced]:
+    """Each cell group (spec, cell less its seed, scale) that ``hardware`` has not run but another class has, priced
+    here: its median there times the median, over the groups of its spec both classes ran, of the ratio of the two
+    medians (here over there); none where the classes share no group of that spec. A new machine's first run of a
+    spec's cell then prices the cells that ran elsewhere at their own cost, not at the median of its other cells
+    (a ladder's R3 trains for longer than its R5). The class sharing most groups with this one prices first."""
+    runs: dict[str, dict[tuple[str, str, str], list[Timing]]] = {}
+    for timing in timings:
+        runs.setdefault(timing.hardware, {}).setdefault((timing.sweep, timing.cell, timing.scale), []).append(timing)
+    mine = runs.get(hardware, {})
+
+    def median(found: list[Timing]) -> float:
+        return statistics.median(t.seconds for t in found)
+
+    others = sorted((other for other in runs if other != hardware),
+                    key=lambda other: (-len(runs[other].keys() & mine.keys()), other))
+    priced: dict[tuple[str, str, str], Priced] = {}
+    for other in others:
+        theirs = runs[other]
+        for group, found in theirs.items():
+            shared = [g for g in theirs.keys() & mine.keys() if g[0] == group[0]]
+            if group in mine or group in priced or not shared:
+                continue
+            ratio = statistics.median(median(mine[g]) / median(theirs[g]) for g in shared)
+            rests_on = {t.run_id for t in found} | {t.run_id for g in shared for t in (*mine[g], *theirs[g])}
+            priced[group] = Priced(median(found) * ratio, frozenset(rests_on))
+    return priced
 
 
 @dataclass
