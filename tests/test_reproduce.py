@@ -233,7 +233,7 @@ def test_a_cell_run_on_other_hardware_only_is_priced_by_its_time_there_times_the
     assert got.per_cell["h41"] == 2607.0  # the spec's DP-DFD runs here: the fast class shares no cell with this one
     assert "h61" not in got.per_cell and got.untimed == got.other_hardware == 1  # not scaled: timed elsewhere only
     assert "its runs on another class of hardware, times that class's ratio to this one over its spec's cells both " \
-           "ran for 1" in got.line()
+           "ran at its scale for 1" in got.line()
     assert got.runs == 4  # a, b, c, d: R3's run there and the R5 runs the ratio rests on
     more = [*timings, Timing("g", "h70", "ladder", "dp_dfd", "smoke", fast, 26.07, "method=dp_dfd x"),
             Timing("h", "h71", "ladder", "dp_dfd", "smoke", here, 2607.0, "method=dp_dfd x"),
@@ -241,6 +241,8 @@ def test_a_cell_run_on_other_hardware_only_is_priced_by_its_time_there_times_the
             Timing("j", "h73", "ladder", "dp_dfd", "smoke", here, 1000.0, "method=dp_dfd y"),
             Timing("k", "h32", "ladder", "dp_dfd", "smoke", fast, 60.0, r3)]
     assert estimate(cells[:1], more, here, concurrent=1).per_cell["h31"] == pytest.approx(60.0 * 100.0)
+    elsewhere = [dataclasses.replace(t, scale="paper") if t.hardware == fast else t for t in more]  # R5's ratio again
+    assert estimate(cells[:1], elsewhere, here, concurrent=1).per_cell["h31"] == pytest.approx(got.per_cell["h31"])
 
 
 def test_cells_no_run_prices_are_priced_by_their_members_at_the_benchmark_rate_each_shared_ensemble_once():

@@ -1,12 +1,13 @@
 """How long a sweep will take, from the runs' own timings, and how far it has got (``dpsd reproduce``).
 
 :func:`estimate` prices each cell to run from the recorded runs (the runs archive and the MLflow store: metric
-``time_total_s``, tag ``hardware``) measured on this machine's class of hardware (:func:`dpsd.tracking.hardware_class`: the CPU,
-its logical cores and the GPU, less the thread count a trial was given): the cell's own earlier runs (a stale or
-failed-before cell), else the runs of the same cell at its other seeds, else the same cell's runs on another class
-of hardware scaled by the two classes' ratio over the spec's cells both ran (:func:`scaled_from_elsewhere`), else its
-spec's runs of its method at its scale, else its method's runs at its scale; each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their
-own budget at the scale called smoke) price only other on-demand specs' cells, and the others only the others.
+``time_total_s``, tag ``hardware``) measured on this machine's class of hardware (:func:`dpsd.tracking.hardware_class`:
+the CPU, its logical cores and the GPU, less the thread count a trial was given): the cell's own earlier runs (a stale
+or failed-before cell), else the runs of the same cell at its other seeds, else the same cell's runs on another class
+of hardware scaled by the two classes' ratio over the spec's cells both ran at its scale
+(:func:`scaled_from_elsewhere`), else its spec's runs of its method at its scale, else its method's runs at its scale;
+each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their own budget at the
+scale called smoke) price only other on-demand specs' cells, and the others only the others.
 A cell none of those price whose method trains a teacher ensemble (PATE, DGD: :func:`dpsd.member_rates.member_work`)
 is priced by its members alone at the ensemble benchmark's rate on this class of hardware
 (:mod:`dpsd.member_rates`), each shared ensemble once: a lower bound, said so; else it has no timing.
@@ -105,7 +106,8 @@ def _seconds(value: Any) -> float | None:
 
 
 LEVELS = ("its own earlier runs", "its other seeds' runs",
-          "its runs on another class of hardware, times that class's ratio to this one over its spec's cells both ran",
+          "its runs on another class of hardware, times that class's ratio to this one over its spec's cells both ran "
+          "at its scale",
           "its spec's runs of its method", "its method's runs at its scale")
 MEMBERS_LEVEL = "its members alone at the ensemble benchmark's rate"
 
@@ -247,8 +249,9 @@ class Priced:
 
 def scaled_from_elsewhere(timings: Sequence[Timing], hardware: str) -> dict[tuple[str, str, str], Priced]:
     """Each cell group (spec, cell less its seed, scale) that ``hardware`` has not run but another class has, priced
-    here: its median there times the median, over the groups of its spec both classes ran, of the ratio of the two
-    medians (here over there); none where the classes share no group of that spec. A new machine's first run of a
+    here: its median there times the median, over the groups of its spec at its scale both classes ran, of the ratio
+    of the two medians (here over there; a GPU's gain differs from one scale's networks to another's); none where the
+    classes share no such group. A new machine's first run of a
     spec's cell then prices the cells that ran elsewhere at their own cost, not at the median of its other cells
     (a ladder's R3 trains for longer than its R5). The class sharing most groups with this one prices first."""
     runs: dict[str, dict[tuple[str, str, str], list[Timing]]] = {}
@@ -265,7 +268,7 @@ def scaled_from_elsewhere(timings: Sequence[Timing], hardware: str) -> dict[tupl
     for other in others:
         theirs = runs[other]
         for group, found in theirs.items():
-            shared = [g for g in theirs.keys() & mine.keys() if g[0] == group[0]]
+            shared = [g for g in theirs.keys() & mine.keys() if (g[0], g[2]) == (group[0], group[2])]
             if group in mine or group in priced or not shared:
                 continue
             ratio = statistics.median(median(mine[g]) / median(theirs[g]) for g in shared)
