@@ -196,14 +196,14 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
     ``timings`` and, for a cell they do not price, the ensemble benchmark's ``rates``; plus the ``teachers``
     absent here (:func:`dpsd.member_rates.teacher_work`) at the teacher benchmark's rate (module docstring)."""
     unique = list({t.run_id or id(t): t for t in timings}.values())
-    mine = [t for t in unique if t.hardware == hardware]
-    keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.cell, t.scale), None,  # None: the scaled level
-            lambda t: (t.sweep, t.method, t.scale), lambda t: (t.method, t.scale, on_demand(t.sweep)))
-    indexes: list[dict] = [scaled_from_elsewhere(unique, hardware) if key is None else {} for key in keys]
-    for timing in mine:
-        for index, key in zip(indexes, keys):
-            if key is not None:
-                index.setdefault(key(timing), []).append(timing)
+    keys = (lambda t: t.config_hash, lambda t: (t.sweep, t.cell, t.scale), lambda t: (t.sweep, t.method, t.scale),
+            lambda t: (t.method, t.scale, on_demand(t.sweep)))
+    grouped: list[dict] = [{} for _ in keys]
+    for timing in (t for t in unique if t.hardware == hardware):
+        for index, key in zip(grouped, keys):
+            index.setdefault(key(timing), []).append(timing)
+    here = [{key: _priced(found) for key, found in index.items()} for index in grouped]
+    indexes = [*here[:2], scaled_from_elsewhere(unique, hardware), *here[2:]]  # in the order of LEVELS
     elsewhere = {t.config_hash for t in timings if t.hardware != hardware} | {
         (t.method, t.scale, on_demand(t.sweep)) for t in timings if t.hardware != hardware}
     per_cell, used, by_level = {}, set(), dict.fromkeys(LEVELS, 0)
@@ -214,10 +214,8 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
         wanted = (cell.config_hash, group, group, (cell.spec, cell.method, scale),
                   (cell.method, scale, on_demand(cell.spec)))
         for level, index, key in zip(LEVELS, indexes, wanted):
-            found = index.get(key)
-            if found:
-                priced = found if isinstance(found, Priced) else Priced(statistics.median(t.seconds for t in found),
-                                                                       frozenset(t.run_id for t in found))
+            priced = index.get(key)
+            if priced:
                 per_cell[cell.config_hash] = priced.seconds
                 used.update(priced.run_ids)
                 by_level[level] += 1
@@ -240,40 +238,41 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
 
 @dataclass(frozen=True)
 class Priced:
-    """A cell's price (seconds) and the runs it rests on: at the scaled level, a cell group's time on this class of
-    hardware from another's (:func:`scaled_from_elsewhere`)."""
+    """A cell's price (seconds) and the runs it rests on."""
 
     seconds: float
     run_ids: frozenset[str]
+
+
+def _priced(found: Sequence[Timing]) -> Priced:
+    """The median of ``found``'s times."""
+    return Priced(statistics.median(t.seconds for t in found), frozenset(t.run_id for t in found))
 
 
 def scaled_from_elsewhere(timings: Sequence[Timing], hardware: str) -> dict[tuple[str, str, str], Priced]:
     """Each cell group (spec, cell less its seed, scale) that ``hardware`` has not run but another class has, priced
     here: its median there times the median, over the groups of its spec at its scale both classes ran, of the ratio
     of the two medians (here over there; a GPU's gain differs from one scale's networks to another's); none where the
-    classes share no such group. A new machine's first run of a
-    spec's cell then prices the cells that ran elsewhere at their own cost, not at the median of its other cells
-    (a ladder's R3 trains for longer than its R5). The class sharing most groups with this one prices first."""
-    runs: dict[str, dict[tuple[str, str, str], list[Timing]]] = {}
+    classes share no such group. A new machine's first run of a spec's cell then prices the cells that ran elsewhere
+    at their own cost, not at the median of its other cells (a ladder's R3 trains for longer than its R5). The class
+    sharing most groups with this one prices first."""
+    grouped: dict[str, dict[tuple[str, str, str], list[Timing]]] = {}
     for timing in timings:
-        runs.setdefault(timing.hardware, {}).setdefault((timing.sweep, timing.cell, timing.scale), []).append(timing)
+        grouped.setdefault(timing.hardware, {}).setdefault((timing.sweep, timing.cell, timing.scale), []).append(timing)
+    runs = {other: {group: _priced(found) for group, found in groups.items()} for other, groups in grouped.items()}
     mine = runs.get(hardware, {})
-
-    def median(found: list[Timing]) -> float:
-        return statistics.median(t.seconds for t in found)
-
     others = sorted((other for other in runs if other != hardware),
                     key=lambda other: (-len(runs[other].keys() & mine.keys()), other))
     priced: dict[tuple[str, str, str], Priced] = {}
     for other in others:
         theirs = runs[other]
-        for group, found in theirs.items():
+        for group, there in theirs.items():
             shared = [g for g in theirs.keys() & mine.keys() if (g[0], g[2]) == (group[0], group[2])]
             if group in mine or group in priced or not shared:
                 continue
-            ratio = statistics.median(median(mine[g]) / median(theirs[g]) for g in shared)
-            rests_on = {t.run_id for t in found} | {t.run_id for g in shared for t in (*mine[g], *theirs[g])}
-            priced[group] = Priced(median(found) * ratio, frozenset(rests_on))
+            ratio = statistics.median(mine[g].seconds / theirs[g].seconds for g in shared)
+            rests_on = there.run_ids.union(*(mine[g].run_ids | theirs[g].run_ids for g in shared))
+            priced[group] = Priced(there.seconds * ratio, rests_on)
     return priced
 
 
