@@ -9,6 +9,8 @@ import pickle
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
+from omegaconf.errors import ReadonlyConfigError
 
 from dpsd.cell_identity import config_hash
 from dpsd.config import compose
@@ -130,6 +132,26 @@ def test_an_expansion_is_kept_but_each_call_gets_configs_of_its_own(tmp_path):
     fewer = dataclasses.replace(spec, cells=spec.cells[:2])
     assert [cell.label for cell in sweep_spec.expand_cells(fewer, "smoke")] == [cell.label for cell, _ in first[
         :2 * len(spec.seeds)]] != [cell.label for cell, _ in first]
+    _clear_caches()
+
+
+def test_a_readers_shared_configs_are_the_same_configs_read_only_and_a_copy_stays_writable():
+    """``shared=True`` hands every reader the process's one config of each cell, equal to a copy, refusing a write,
+    while a caller asking for copies still gets writable ones of its own."""
+    _clear_caches()
+    spec = sweep_spec.load_spec(REPO / "sweeps" / "quickstart.yaml")
+    shared = sweep_spec.expand_configs(spec, "smoke", shared=True)
+    again = sweep_spec.expand_configs(spec, "smoke", shared=True)
+    copies = sweep_spec.expand_configs(spec, "smoke")
+    assert all(a is b for (_, a), (_, b) in zip(shared, again))
+    assert [(cell, OmegaConf.to_container(cfg)) for cell, cfg in shared] == [
+        (cell, OmegaConf.to_container(cfg)) for cell, cfg in copies]
+    with pytest.raises(ReadonlyConfigError):
+        shared[0][1].seed = 12345
+    with pytest.raises(ReadonlyConfigError):
+        shared[0][1].method.name = "another"  # a nested node too
+    copies[0][1].seed = 12345
+    assert shared[0][1].seed != 12345
     _clear_caches()
 
 

@@ -75,40 +75,42 @@ def wall_seconds(run: pd.Series) -> float:
     return total + (0.0 if pd.isna(before) or not pd.isna(since) else float(before))
 
 
-def _finished(values: pd.Series) -> np.ndarray:
-    """A group's values as floats, the missing ones left out (numpy's, not pandas', for speed: a page's groups
-    summarise about a hundred thousand columns)."""
-    array = values.to_numpy(dtype=float, na_value=math.nan)
-    return array[~np.isnan(array)]
-
-
-def _mean(values: pd.Series) -> float:
-    values = _finished(values)
-    return float(values.mean()) if len(values) else math.nan
-
-
-def _std(values: pd.Series) -> float:
-    values = _finished(values)
-    return float(values.std(ddof=1)) if len(values) > 1 else math.nan
+def _group_figures(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of ``values`` (a group's finished seeds, one row each; NaN where a seed logged none): the mean
+    and the sample std (ddof = 1) over its non-missing values, NaN where there are none (the std: fewer than two).
+    One numpy pass over every column: a page's groups summarise about a hundred thousand columns."""
+    present = ~np.isnan(values)
+    count = present.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(present, values, 0.0).sum(axis=0) / count
+        deviation = np.where(present, values - mean, 0.0)
+        std = np.sqrt((deviation * deviation).sum(axis=0) / (count - 1))
+    return np.where(count > 0, mean, math.nan), np.where(count > 1, std, math.nan)
 
 
 def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per cell group (a cell over its seeds): mean and sample std (ddof = 1) over the seeds
     that finished (``accuracy_std``, and ``<metric>_std`` for each ``metrics.*`` column); status ``run`` if any seed
     finished, else ``data absent`` if any was absent."""
+    figures = [c for c in frame.columns if c in FIGURES or c == "wall_s" or c.startswith("metrics.")]
+    spread = [c for c in figures if c == "accuracy" or c.startswith("metrics.")]
+    numbers = np.column_stack([frame[c].to_numpy(dtype=float, na_value=math.nan) for c in figures]) \
+        if figures else np.empty((len(frame), 0))
+    finished = (frame["status"] == RUN).to_numpy() if len(frame) else np.empty(0, bool)
     groups = []
     for _, cells in frame.groupby("group", sort=False):
-        done = cells[cells["status"] == RUN]
+        positions = frame.index.get_indexer(cells.index)
+        done = cells[finished[positions]]
         first = cells.iloc[0]
         status = RUN if len(done) else (DATA_ABSENT if (cells["status"] == DATA_ABSENT).any() else NOT_RUN)
         row = {k: first[k] for k in ("order", "group", "overrides", "config", "method", "dataset", "epsilon", "x", "series")}
         row.update(status=status, seeds=len(done), planned_seeds=len(cells),
                    run_ids=list(done["run_id"]), artifact_uris=list(done["artifact_uri"]))
-        for name in [c for c in frame.columns if c in FIGURES or c == "wall_s" or c.startswith("metrics.")]:
-            row[name] = _mean(done[name]) if len(done) else math.nan
-        row["accuracy_std"] = _std(done["accuracy"]) if len(done) and "accuracy" in done else math.nan
-        for name in [c for c in frame.columns if c.startswith("metrics.")]:
-            row[f"{name}_std"] = _std(done[name]) if len(done) else math.nan
+        mean, std = _group_figures(numbers[positions[finished[positions]]])
+        row.update(zip(figures, mean.tolist()))
+        by_name = dict(zip(figures, std.tolist()))
+        row["accuracy_std"] = by_name.get("accuracy", math.nan)
+        row.update((f"{name}_std", by_name[name]) for name in spread if name != "accuracy")
         for name in WORDS:  # the seeds' distinct values, e.g. two code versions
             row[name] = SEPARATORS.get(name, " ").join(sorted({str(v) for v in done.get(name, []) if v})) if len(done) else ""
         groups.append(row)

@@ -36,22 +36,19 @@ def moved_runs(frame: pd.DataFrame, history: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame([], columns=list(MOVED_COLUMNS))
     done = history[(history["status"] == "FINISHED") & (history["cell_status"] == "done")
                    & history["config_hash"].isin(set(shown["config_hash"]))]  # the history of the cells shown only
-    # sorted once: a group keeps its rows' order
-    by_hash = dict(tuple(done.sort_values(["start_time", "run_id"]).groupby("config_hash", sort=False)))
     started = dict(zip(done["run_id"], done["start_time"]))
-    rows = []
-    for cell in shown.itertuples(index=False):
-        runs, start = by_hash.get(cell.config_hash), started.get(cell.run_id)
-        if runs is None or start is None:
-            continue
-        earlier = runs[(runs["code_version"] != cell.code_version) & (runs["start_time"] < start)]
-        if earlier.empty:
-            continue
-        last = earlier.iloc[-1]
-        if abs(float(cell.accuracy) - float(last["accuracy"])) > TOLERANCE:
-            rows.append((cell.group, int(cell.seed), cell.config_hash, float(last["accuracy"]), float(cell.accuracy),
-                         str(last["code_version"]), str(cell.code_version), last["start_time"], start))
-    return pd.DataFrame(rows, columns=list(MOVED_COLUMNS))
+    now = shown[["group", "seed", "config_hash", "run_id", "accuracy", "code_version"]].assign(
+        start_now=shown["run_id"].map(started), position=range(len(shown))).dropna(subset=["start_now"])
+    before = done[["config_hash", "run_id", "accuracy", "code_version", "start_time"]].rename(columns={
+        "run_id": "run_before", "accuracy": "before", "code_version": "version_before", "start_time": "start_before"})
+    pairs = now.merge(before, on="config_hash")
+    pairs = pairs[(pairs["version_before"] != pairs["code_version"]) & (pairs["start_before"] < pairs["start_now"])]
+    last = pairs.sort_values(["start_before", "run_before"]).groupby("config_hash", sort=False).tail(1)
+    last = last.assign(before=last["before"].astype(float), now=last["accuracy"].astype(float),
+                       seed=last["seed"].astype(int))
+    moved = last[(last["now"] - last["before"]).abs() > TOLERANCE].sort_values("position")
+    rows = moved.rename(columns={"code_version": "version_now"})[list(MOVED_COLUMNS)]
+    return rows.reset_index(drop=True)
 
 
 def moved_markdown(moved: pd.DataFrame, root: Path = ROOT) -> str:

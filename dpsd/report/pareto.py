@@ -66,7 +66,7 @@ def frontier_points(history: pd.DataFrame, manifest: Path, specs_dir: Path,
     words = f"the frontier page ({page.markdown.as_posix()}: {datasets} at {page.scale} sizes)"
     if history.empty:
         return empty, words
-    pairs = expand_configs(spec, page.scale, list(overrides))
+    pairs = expand_configs(spec, page.scale, list(overrides), shared=True)
     groups = group_frame(cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], latest_per_cell(history)))
     done = groups[groups["status"] == RUN] if len(groups) else groups
     if done.empty:

@@ -41,7 +41,8 @@ from dpsd.report.settings import load_settings, settings_block, settings_html, s
 from dpsd.report.runs import absolute_artifact_uri, load_history, latest_per_cell, store_words, write_archive
 from dpsd.report.tables import page_scale_line, paper_table, scale_line, switches
 from dpsd.report.trends import claims_for, claims_path, load_claims
-from dpsd.sweep.spec import Cell, Spec, composed, expand_configs, group_label, identity_hash, load_spec, varied_keys
+from dpsd.sweep.spec import (Cell, Spec, composed, expand_cells, expand_configs, group_label, identity_hash, load_spec,
+                             varied_keys)
 from dpsd.tracking import tracking_uri
 
 DEFAULT_SPECS = Path("sweeps")
@@ -112,7 +113,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     feeds = dict(spec.feeds)
     kind = feeds.get("kind", "table")
     stem = artifact_stem(spec, scale)
-    pairs = expand_configs(spec, scale, list(overrides))
+    pairs = expand_configs(spec, scale, list(overrides), shared=True)
     left_out: list[str] = []
     if datasets:
         left_out = list(dict.fromkeys(str(cfg.dataset.name) for _, cfg in pairs if cfg.dataset.name not in datasets))
@@ -172,7 +173,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
         by_scale = {scale: groups}  # each verdict row at paper scale where a run exists, else at the page's scale
         other = verdict.PAPER_SCALE if scale != verdict.PAPER_SCALE else str(feeds.get("scale", scale))
         if other != scale:
-            paired = expand_configs(spec, other, list(overrides))
+            paired = expand_configs(spec, other, list(overrides), shared=True)
             found = group_frame(cell_frame([cell for cell, _ in paired], [cfg for _, cfg in paired], runs))
             by_scale = {other: found, scale: groups} if other == verdict.PAPER_SCALE else {scale: groups, other: found}
         render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched, reference, by_scale,
@@ -231,7 +232,7 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     runs = latest_per_cell(history) if len(history) else history.set_index("config_hash")
     if archive is not None and update_archive:
         recorded_by = dict(zip(history["config_hash"], history["sweep"])) if len(history) else {}
-        known = cell_overrides([cell for spec in loaded for cell, _ in expand_configs(spec, scale, list(overrides))],
+        known = cell_overrides([cell for spec in loaded for cell in expand_cells(spec, scale, list(overrides))],
                                recorded_by)
         write_archive(history, archive, known, Path(cfg.results_dir))
     for needed in (Path(reference_csv), settings_path(reference_csv)):
@@ -285,7 +286,8 @@ def headline_verdicts(specs_dir: Path, overrides: Sequence[str], runs, reference
     for path in sorted(Path(specs_dir).glob("*.yaml")):
         spec = load_spec(path)
         if spec.feeds.get("frontier"):
-            pairs = expand_configs(spec, str(spec.feeds.get("scale", "laptop")), list(overrides))
+            pairs = expand_configs(spec, str(spec.feeds.get("scale", "laptop")), list(overrides),
+                                   shared=True)
             groups = group_frame(cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs))
             return verdict.method_verdicts(reference_rows(reference, dict(spec.feeds), spec.name), groups, searched)
     return {}
@@ -300,7 +302,7 @@ def readings_searched(specs_dir: Path, overrides: Sequence[str], runs) -> dict:
         spec = load_spec(path)
         if spec.feeds.get("kind") != "readings" or spec.feeds.get("axis"):  # an axis of one reading is no search
             continue
-        pairs = expand_configs(spec, "smoke", list(overrides))
+        pairs = expand_configs(spec, "smoke", list(overrides), shared=True)
         frame = cell_frame([cell for cell, _ in pairs], [cfg for _, cfg in pairs], runs)
         frame["group"] = [run_hash(cfg) for _, cfg in pairs]
         rows.append(readings_design.seed_rows(frame, readings_design.spec_rung(spec.feeds)))

@@ -423,24 +423,46 @@ def with_seeds(spec: Spec, seeds: int | None) -> Spec:
 def expand_cells(spec: Spec | str | os.PathLike, scale: str = "smoke", overrides: Sequence[str] = ()) -> list[Cell]:
     """Every cell of ``spec`` at ``scale`` with the command-line ``overrides``, in spec order
     (cells of the grid, then explicit cells; seeds innermost). Composition errors are ConfigErrors."""
-    return [cell for cell, _ in _expansion(spec, scale, overrides)]
+    return [cell for cell, _ in _expansion(spec, scale, overrides).pickled]
 
 
 def expand_configs(spec: Spec | str | os.PathLike, scale: str = "smoke",
-                   overrides: Sequence[str] = ()) -> list[tuple[Cell, DictConfig]]:
+                   overrides: Sequence[str] = (), *, shared: bool = False) -> list[tuple[Cell, DictConfig]]:
     """:func:`expand_cells` with each cell's composed config. A scale's list of the spec (at smoke an on-demand
     spec's own ``smoke``, at check its ``check``) comes after the cell, less the keys the cell sets: a cell's own
     value beats it (a ladder's budget sets ``++method.queries=400``; its cell ``method.queries=2000`` stays 2,000);
     the command line's come last. At check scale the cells above a shared cap are left out.
 
-    Each call hands out configs of its own (unpickled copies): a caller may change them."""
-    return [(cell, pickle.loads(cfg)) for cell, cfg in _expansion(spec, scale, overrides)]
+    Each call hands out configs of its own (unpickled copies): a caller may change them. ``shared``: instead, the
+    process's one read-only config of each cell, for a caller that only reads them (the report expands the same
+    specs about 200 times a render, and unpickling the copies was a tenth of its time); a write to one raises
+    omegaconf's ``ReadonlyConfigError``."""
+    expansion = _expansion(spec, scale, overrides)
+    if not shared:
+        return [(cell, pickle.loads(cfg)) for cell, cfg in expansion.pickled]
+    if expansion.read_only is None:
+        expansion.read_only = [(cell, _read_only(pickle.loads(cfg))) for cell, cfg in expansion.pickled]
+    return list(expansion.read_only)
 
 
-_EXPANDED: dict[tuple[str, str, tuple[str, ...]], list[tuple[Cell, bytes]]] = {}
+def _read_only(cfg: DictConfig) -> DictConfig:
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
 
 
-def _expansion(spec: Spec | str | os.PathLike, scale: str, overrides: Sequence[str]) -> list[tuple[Cell, bytes]]:
+@dataclass
+class _Expansion:
+    """A spec's cells at one scale and overrides, each with its config pickled (a copy for each caller that may
+    change it) and, once a caller asks for them, the process's read-only configs."""
+
+    pickled: list[tuple[Cell, bytes]]
+    read_only: list[tuple[Cell, DictConfig]] | None = None
+
+
+_EXPANDED: dict[tuple[str, str, tuple[str, ...]], _Expansion] = {}
+
+
+def _expansion(spec: Spec | str | os.PathLike, scale: str, overrides: Sequence[str]) -> _Expansion:
     """:func:`expand_configs`' cells, each with its config pickled, once a process for each spec (by its whole
     content), scale and overrides: rendering every page expands the same specs about 200 times."""
     if not isinstance(spec, Spec):
@@ -449,7 +471,7 @@ def _expansion(spec: Spec | str | os.PathLike, scale: str, overrides: Sequence[s
         raise ConfigError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
     key = (repr(spec), scale, tuple(overrides))
     if key not in _EXPANDED:
-        _EXPANDED[key] = _expanded(spec, scale, overrides)
+        _EXPANDED[key] = _Expansion(_expanded(spec, scale, overrides))
     return _EXPANDED[key]
 
 
