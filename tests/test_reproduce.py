@@ -237,7 +237,9 @@ def test_a_cell_with_no_run_of_its_own_is_priced_by_its_other_seeds_before_its_s
 def test_a_cell_run_on_other_hardware_only_is_priced_by_its_time_there_times_the_ratio_on_the_cells_both_ran():
     """A new machine that has run the ladder's R5 (2,607 s; 1,870 s on the old one) prices R3, which only the old one
     ran (6,199 s), at 6,199 s x 2,607 / 1,870, not at R5's time; a class sharing more of the spec's cells prices
-    first; a spec the two classes share no cell of is not scaled (its cells fall to this hardware's own levels)."""
+    first; a cell of a spec the two classes share no cell of is scaled by the ratio over every spec's cells they share
+    at its scale, and where they share none at its scale, by the ratio over every cell they share, but only where this
+    hardware has no run of its method at its scale; a class that shares no cell with this one prices nothing."""
     r3, r5, r4 = "method=dp_dfd privacy=none", "method=dp_dfd privacy=label", "method=dp_dfd privacy.noiseless=true"
     old, fast = "AMD EPYC, 2 logical cores, no GPU", "Intel Xeon, 16 logical cores, NVIDIA H200"
     timings = [Timing("a", "h50", "ladder", "dp_dfd", "smoke", HERE.replace("AMD EPYC", "Intel Xeon"), 2607.0, r5),
@@ -245,18 +247,26 @@ def test_a_cell_run_on_other_hardware_only_is_priced_by_its_time_there_times_the
                Timing("c", "h52", "ladder", "dp_dfd", "smoke", old, 1940.0, r5),
                Timing("d", "h30", "ladder", "dp_dfd", "smoke", old, 6199.0, r3),
                Timing("e", "h40", "ladder", "dp_dfd", "smoke", fast, 100.0, r4),  # shares no cell with this machine
-               Timing("f", "h60", "other", "dp_dfd", "smoke", old, 500.0, "method=dp_dfd")]  # nor of this spec
+               Timing("f", "h60", "other", "dp_dfd", "smoke", old, 500.0, "method=dp_dfd"),  # nor of this spec
+               Timing("l", "h80", "other", "dp_dfd", "paper", old, 700.0, "method=dp_dfd")]  # nor at this scale
     here = HERE.replace("AMD EPYC", "Intel Xeon")
     cells = [(Cell("ladder", f"{r3} seed=1", (), "h31", "mnist", "dp_dfd"), "smoke"),
              (Cell("ladder", f"{r4} seed=1", (), "h41", "mnist", "dp_dfd"), "smoke"),
-             (Cell("other", "method=dp_dfd seed=1", (), "h61", "mnist", "dp_dfd"), "smoke")]
+             (Cell("other", "method=dp_dfd seed=1", (), "h61", "mnist", "dp_dfd"), "smoke"),
+             (Cell("other", "method=dp_dfd seed=1", (), "h81", "mnist", "dp_dfd"), "paper")]
     got = estimate(cells, timings, here, concurrent=1)
     assert got.per_cell["h31"] == pytest.approx(6199.0 * 2607.0 / 1870.0)
     assert got.per_cell["h41"] == 2607.0  # the spec's DP-DFD runs here: the fast class shares no cell with this one
-    assert "h61" not in got.per_cell and got.untimed == got.other_hardware == 1  # not scaled: timed elsewhere only
-    assert "its runs on another class of hardware, times that class's ratio to this one over its spec's cells both " \
-           "ran at its scale for 1" in got.line()
-    assert got.runs == 4  # a, b, c, d: R3's run there and the R5 runs the ratio rests on
+    assert got.per_cell["h61"] == pytest.approx(500.0 * 2607.0 / 1870.0)  # the ladder's ratio, at the same scale
+    assert got.per_cell["h81"] == pytest.approx(700.0 * 2607.0 / 1870.0)  # the smoke ladder's ratio, at paper
+    for among in ("its spec's cells both ran at its scale for 1", "every spec's cells both ran at its scale for 1",
+                  "every cell both ran, at any scale for 1"):
+        assert f"its runs on another class of hardware, times that class's ratio to this one over {among}" in got.line()
+    assert got.runs == 6 and got.untimed == 0  # a-d, f, l: the runs there and the R5 runs the ratio rests on
+    own = Timing("m", "h90", "third", "dp_dfd", "smoke", here, 333.0, "method=dp_dfd w")  # its method's run here
+    assert estimate(cells[2:3], [*timings, own], here, concurrent=1).per_cell["h61"] == 333.0  # beats another spec's ratio
+    unshared = estimate(cells[3:], [t for t in timings if t.run_id != "a"], here, concurrent=1)
+    assert unshared.per_cell == {} and unshared.untimed == unshared.other_hardware == 1  # timed elsewhere only
     more = [*timings, Timing("g", "h70", "ladder", "dp_dfd", "smoke", fast, 26.07, "method=dp_dfd x"),
             Timing("h", "h71", "ladder", "dp_dfd", "smoke", here, 2607.0, "method=dp_dfd x"),
             Timing("i", "h72", "ladder", "dp_dfd", "smoke", fast, 10.0, "method=dp_dfd y"),

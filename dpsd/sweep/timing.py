@@ -5,9 +5,12 @@
 the CPU, its logical cores and the GPU, less the thread count a trial was given): the cell's own earlier runs (a stale
 or failed-before cell), else the runs of the same cell at its other seeds, else the same cell's runs on another class
 of hardware scaled by the two classes' ratio over the spec's cells both ran at its scale
-(:func:`scaled_from_elsewhere`), else its spec's runs of its method at its scale, else its method's runs at its scale;
-each the median of those runs. Method runs of an on-demand spec (the ladder, the readings: their own budget at the
-scale called smoke) price only other on-demand specs' cells, and the others only the others.
+(:func:`scaled_from_elsewhere`), else its spec's runs of its method at its scale, else its method's runs at its scale,
+else the same cell's runs elsewhere scaled by the ratio over every spec's cells both classes ran at its scale, else
+over every cell both ran at any scale (rougher: a GPU gains more on a paper-scale network than on a laptop one, so
+these come after this hardware's own runs of the method); each the median of those runs. Method runs of an on-demand
+spec (the ladder, the readings: their own budget at the scale called smoke) price only other on-demand specs' cells,
+and the others only the others.
 A cell none of those price whose method trains a teacher ensemble (PATE, DGD: :func:`dpsd.member_rates.member_work`)
 is priced by its members alone at the ensemble benchmark's rate on this class of hardware
 (:mod:`dpsd.member_rates`), each shared ensemble once: a lower bound, said so; else it has no timing.
@@ -105,10 +108,12 @@ def _seconds(value: Any) -> float | None:
     return seconds if math.isfinite(seconds) and seconds > 0 else None
 
 
-LEVELS = ("its own earlier runs", "its other seeds' runs",
-          "its runs on another class of hardware, times that class's ratio to this one over its spec's cells both ran "
-          "at its scale",
-          "its spec's runs of its method", "its method's runs at its scale")
+SCALED = "its runs on another class of hardware, times that class's ratio to this one over {}"
+AMONG = {"spec": "its spec's cells both ran at its scale", "scale": "every spec's cells both ran at its scale",
+         "any": "every cell both ran, at any scale"}
+"""What :func:`scaled_from_elsewhere`'s ratio is taken over, narrowest first."""
+LEVELS = ("its own earlier runs", "its other seeds' runs", SCALED.format(AMONG["spec"]), "its spec's runs of its method",
+          "its method's runs at its scale", SCALED.format(AMONG["scale"]), SCALED.format(AMONG["any"]))
 MEMBERS_LEVEL = "its members alone at the ensemble benchmark's rate"
 
 
@@ -203,7 +208,8 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
         for index, key in zip(grouped, keys):
             index.setdefault(key(timing), []).append(timing)
     here = [{key: _priced(found) for key, found in index.items()} for index in grouped]
-    indexes = [*here[:2], scaled_from_elsewhere(unique, hardware), *here[2:]]  # in the order of LEVELS
+    scaled = {among: scaled_from_elsewhere(unique, hardware, among) for among in AMONG}
+    indexes = [*here[:2], scaled["spec"], *here[2:], scaled["scale"], scaled["any"]]  # in the order of LEVELS
     elsewhere = {t.config_hash for t in timings if t.hardware != hardware} | {
         (t.method, t.scale, on_demand(t.sweep)) for t in timings if t.hardware != hardware}
     per_cell, used, by_level = {}, set(), dict.fromkeys(LEVELS, 0)
@@ -212,7 +218,7 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
     for cell, scale in cells:
         group = (cell.spec, group_label(cell.label), scale)
         wanted = (cell.config_hash, group, group, (cell.spec, cell.method, scale),
-                  (cell.method, scale, on_demand(cell.spec)))
+                  (cell.method, scale, on_demand(cell.spec)), group, group)
         for level, index, key in zip(LEVELS, indexes, wanted):
             priced = index.get(key)
             if priced:
@@ -226,7 +232,7 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
                 per_cell[cell.config_hash] = seconds
                 continue
             untimed += 1
-            other += cell.config_hash in elsewhere or wanted[-1] in elsewhere
+            other += cell.config_hash in elsewhere or wanted[4] in elsewhere
     absent = {work.ensemble: work for work in teachers}
     teacher_seconds = [members.cost(work) for work in absent.values()]
     priced_teachers = [seconds for seconds in teacher_seconds if seconds is not None]
@@ -249,13 +255,17 @@ def _priced(found: Sequence[Timing]) -> Priced:
     return Priced(statistics.median(t.seconds for t in found), frozenset(t.run_id for t in found))
 
 
-def scaled_from_elsewhere(timings: Sequence[Timing], hardware: str) -> dict[tuple[str, str, str], Priced]:
+def scaled_from_elsewhere(timings: Sequence[Timing], hardware: str,
+                          among: str = "spec") -> dict[tuple[str, str, str], Priced]:
     """Each cell group (spec, cell less its seed, scale) that ``hardware`` has not run but another class has, priced
     here: its median there times the median, over the groups of its spec at its scale both classes ran, of the ratio
     of the two medians (here over there; a GPU's gain differs from one scale's networks to another's); none where the
     classes share no such group. A new machine's first run of a spec's cell then prices the cells that ran elsewhere
     at their own cost, not at the median of its other cells (a ladder's R3 trains for longer than its R5). The class
-    sharing most groups with this one prices first."""
+    sharing most groups with this one prices first. ``among`` (:data:`AMONG`): ``"scale"``, the ratio over the groups
+    of every spec at its scale both classes ran (for a spec of which this class has run nothing yet); ``"any"``, over
+    every group both ran at any scale (for a scale this class has run nothing of: a rougher ratio, since a GPU's gain
+    grows with the networks; the levels after the spec's own)."""
     grouped: dict[str, dict[tuple[str, str, str], list[Timing]]] = {}
     for timing in timings:
         grouped.setdefault(timing.hardware, {}).setdefault((timing.sweep, timing.cell, timing.scale), []).append(timing)
@@ -267,7 +277,8 @@ def scaled_from_elsewhere(timings: Sequence[Timing], hardware: str) -> dict[tupl
     for other in others:
         theirs = runs[other]
         for group, there in theirs.items():
-            shared = [g for g in theirs.keys() & mine.keys() if (g[0], g[2]) == (group[0], group[2])]
+            shared = [g for g in theirs.keys() & mine.keys()
+                      if among == "any" or (g[2] == group[2] and (among == "scale" or g[0] == group[0]))]
             if group in mine or group in priced or not shared:
                 continue
             ratio = statistics.median(mine[g].seconds / theirs[g].seconds for g in shared)
