@@ -6,6 +6,8 @@ A tiny ladder spec (R0..R5 of DPSD label, plus the RRWithPrior variant's R5) and
 
 from __future__ import annotations
 
+import math
+
 import mlflow
 import pandas as pd
 import pytest
@@ -124,6 +126,25 @@ def test_a_generator_that_beats_noise_takes_r2_off_the_path():
     recovered = _rows({"R0": 99.2, "R1": 97.7, "R2": 9.7, "R3": 27.9, "R4": 27.0, "R5": 26.0})
     sentence = ladder_report.diagnosis("dpsd_t (label)", recovered)
     assert "between R1 and R3" in sentence and "R2 9.70%" in sentence
+
+
+def test_two_drops_within_the_seeds_spread_are_named_about_equally_and_one_seed_makes_no_tie():
+    """DP-DFD's shape at the papers' teacher: R1 -> R3 and R3 -> R4 lose 2.68 points each, with a sample std of
+    0.44 on R4: the sentence names both, not the larger by a hundredth; with the drops farther apart than the spread,
+    or no spread (one seed a rung), it names the largest alone."""
+    accuracy = {"R0": 99.27, "R1": 97.86, "R2": 17.55, "R3": 95.18, "R4": 92.50}
+    rows = _rows(accuracy).assign(accuracy_std=[0.07, 0.23, 6.71, 0.14, 0.44])
+    sentence = ladder_report.diagnosis("dp_dfd (label)", rows)
+    assert ("accuracy is lost about equally between R3 and R4 (95.18% → 92.50%, 2.68 points), i.e. to "
+            f"{ladder_report.LOSS['R4']}") in sentence
+    assert ", and between R1 and R3 (97.86% → 95.18%, 2.68 points), i.e. to the private data replaced by the " \
+           "method's generator" in sentence
+    assert "within the seeds' spread (a sample std up to 0.44)" in sentence and "mostly" not in sentence
+    apart = _rows({**accuracy, "R4": 91.00}).assign(accuracy_std=[0.07, 0.23, 6.71, 0.14, 0.44])
+    assert "accuracy is lost mostly between R3 and R4 (95.18% → 91.00%, 4.18 points)" in ladder_report.diagnosis(
+        "dp_dfd (label)", apart)  # 1.50 points apart, over the spread
+    one_seed = _rows(accuracy).assign(accuracy_std=math.nan)
+    assert "lost mostly between" in ladder_report.diagnosis("dp_dfd (label)", one_seed)
 
 
 def test_the_sentence_gives_the_noise_cost_at_each_epsilon():

@@ -265,31 +265,61 @@ def diagnosis(name: str, rows: pd.DataFrame) -> str:
 
     R2 (KD on noise) stands on the path only while it is no better than R3: where the method's
     generator beats noise (R3 > R2), the data-free loop is reached from R1 directly, and the drop
-    R1 -> R3 is what replacing the private data by that generator costs (R2 is then named beside it)."""
+    R1 -> R3 is what replacing the private data by that generator costs (R2 is then named beside it).
+
+    Where the next-largest drop is within the seeds' spread of the largest (the two differ by no more than the
+    largest sample std of the rungs' best runs on either step), the sentence names both, about equally: the runs
+    do not tell them apart. A rung of one seed has no spread, so it never makes a tie."""
     best = {r: _best(rows, r) for r in RUNGS}
     path = list(RUNGS)
     bypassed = not (math.isnan(best["R2"]) or math.isnan(best["R3"])) and best["R3"] > best["R2"]
     if bypassed:
         path.remove("R2")
     finished = [r for r in path if not math.isnan(best[r])]  # a step over rungs not run spans them
-    steps = [(best[upper] - best[lower], upper, lower) for upper, lower in zip(finished, finished[1:])]
+    steps = sorted(((best[upper] - best[lower], upper, lower) for upper, lower in zip(finished, finished[1:])),
+                   reverse=True)
     missing = [r for r, value in best.items() if math.isnan(value)]
     if not steps:
         return f"{name}: fewer than two rungs have finished runs yet (missing: {', '.join(missing)})."
-    drop, upper, lower = max(steps)
+    drop, upper, lower = steps[0]
     tail = f" (rungs not run yet: {', '.join(missing)})" if missing else ""
     if drop <= 0:
         return f"{name}: no rung loses accuracy against the one above it{tail}."
-    if path.index(lower) - path.index(upper) > 1:
-        what = "one of the components the rungs between them would separate, not yet told apart"
-    elif (upper, lower) == ("R1", "R3"):
-        what = f"the private data replaced by the method's generator, which beats N(0, 1) noise (R2 {best['R2']:.2f}%)"
-    elif lower == "R4":
-        what = f"{LOSS['R4']}: {_structure(rows)}"
+
+    def loss(step: tuple[float, str, str]) -> str:
+        drop, upper, lower = step
+        return (f"between {upper} and {lower} ({best[upper]:.2f}% → {best[lower]:.2f}%, {drop:.2f} points), "
+                f"i.e. to {_cause(upper, lower, path, best, rows)}")
+
+    spreads = [_best_std(rows, r) for step in steps[:2] for r in step[1:]]
+    spread = max((value for value in spreads if not math.isnan(value)), default=math.nan)
+    tied = len(steps) > 1 and steps[1][0] > 0 and drop - steps[1][0] <= spread  # False with a NaN spread
+    if tied:
+        said = (f"accuracy is lost about equally {loss(steps[0])}, and {loss(steps[1])}: the two differ by "
+                f"{drop - steps[1][0]:.2f} points, within the seeds' spread (a sample std up to {spread:.2f})")
     else:
-        what = LOSS[lower]
-    return (f"{name}: accuracy is lost mostly between {upper} and {lower} ({best[upper]:.2f}% → {best[lower]:.2f}%, "
-            f"{drop:.2f} points), i.e. to {what}{tail}.{ablation_clause(rows)}{noise_cost(rows)}")
+        said = f"accuracy is lost mostly {loss(steps[0])}"
+    return f"{name}: {said}{tail}.{ablation_clause(rows)}{noise_cost(rows)}"
+
+
+def _cause(upper: str, lower: str, path: list[str], best: dict[str, float], rows: pd.DataFrame) -> str:
+    """What the drop from rung ``upper`` to rung ``lower`` of ``path`` is lost to (:func:`diagnosis`)."""
+    if path.index(lower) - path.index(upper) > 1:
+        return "one of the components the rungs between them would separate, not yet told apart"
+    if (upper, lower) == ("R1", "R3"):
+        return f"the private data replaced by the method's generator, which beats N(0, 1) noise (R2 {best['R2']:.2f}%)"
+    if lower == "R4":
+        return f"{LOSS['R4']}: {_structure(rows)}"
+    return LOSS[lower]
+
+
+def _best_std(rows: pd.DataFrame, name: str) -> float:
+    """The sample std over the seeds of rung ``name``'s best run (:func:`_best`); NaN for one seed, or rows without
+    an ``accuracy_std`` column."""
+    done = rows[(rows["rung"] == name) & (rows["status"] == RUN) & ~_ablations(rows)].dropna(subset=["accuracy"])
+    if done.empty or "accuracy_std" not in done:
+        return math.nan
+    return float(done.loc[done["accuracy"].idxmax(), "accuracy_std"])
 
 
 def _structure(rows: pd.DataFrame) -> str:
@@ -336,7 +366,7 @@ def ladder_figure(name: str, rows: pd.DataFrame, caption: str, path: Path) -> Pa
     """Bars: each run of the ladder at its rung (several per rung: ε, β or an ablation, in a lighter colour), both
     ledgers in the labels; the figure widens with its bars and heightens with its caption."""
     width = max(7.5, 0.9 * len(rows))
-    lines = textwrap.wrap(caption, width=int(width * 24))  # about 24 characters an inch at 6 points
+    lines = textwrap.wrap(caption, width=int(width * 21))  # about 21 characters an inch at 6 points: wider ones fit
     height = 3.6 + 0.1 * len(lines)
     figure = Figure(figsize=(width, height), dpi=100)
     axes = figure.add_subplot(1, 1, 1)
