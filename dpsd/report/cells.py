@@ -93,7 +93,6 @@ def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
     that finished (``accuracy_std``, and ``<metric>_std`` for each ``metrics.*`` column); status ``run`` if any seed
     finished, else ``data absent`` if any was absent."""
     figures = [c for c in frame.columns if c in FIGURES or c == "wall_s" or c.startswith("metrics.")]
-    spread = [c for c in figures if c == "accuracy" or c.startswith("metrics.")]
     numbers = np.column_stack([frame[c].to_numpy(dtype=float, na_value=math.nan) for c in figures]) \
         if figures else np.empty((len(frame), 0))
     finished = (frame["status"] == RUN).to_numpy() if len(frame) else np.empty(0, bool)
@@ -108,9 +107,9 @@ def group_frame(frame: pd.DataFrame) -> pd.DataFrame:
                    run_ids=list(done["run_id"]), artifact_uris=list(done["artifact_uri"]))
         mean, std = _group_figures(numbers[positions[finished[positions]]])
         row.update(zip(figures, mean.tolist()))
-        by_name = dict(zip(figures, std.tolist()))
-        row["accuracy_std"] = by_name.get("accuracy", math.nan)
-        row.update((f"{name}_std", by_name[name]) for name in spread if name != "accuracy")
+        stds = dict(zip(figures, std.tolist()))
+        row["accuracy_std"] = stds.get("accuracy", math.nan)
+        row.update((f"{name}_std", stds[name]) for name in figures if name.startswith("metrics."))
         for name in WORDS:  # the seeds' distinct values, e.g. two code versions
             row[name] = SEPARATORS.get(name, " ").join(sorted({str(v) for v in done.get(name, []) if v})) if len(done) else ""
         groups.append(row)

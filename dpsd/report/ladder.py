@@ -218,10 +218,16 @@ def _ablations(rows: pd.DataFrame) -> pd.Series:
     return rows["ablation"].fillna("").astype(str) != ""
 
 
+def _best_row(rows: pd.DataFrame, name: str) -> pd.Series | None:
+    """The best finished run on rung ``name`` (None without one); ablation runs stand beside the rung, not on it."""
+    done = rows[(rows["rung"] == name) & (rows["status"] == RUN) & ~_ablations(rows)].dropna(subset=["accuracy"])
+    return done.loc[done["accuracy"].idxmax()] if len(done) else None
+
+
 def _best(rows: pd.DataFrame, name: str) -> float:
-    """The best finished run on rung ``name``; ablation runs stand beside the rung, not on it."""
-    done = rows[(rows["rung"] == name) & (rows["status"] == RUN) & ~_ablations(rows)]["accuracy"].dropna()
-    return float(done.max()) if len(done) else math.nan
+    """The accuracy of :func:`_best_row`; NaN without a finished run."""
+    best = _best_row(rows, name)
+    return math.nan if best is None else float(best["accuracy"])
 
 
 def _queries(row: pd.Series) -> str:
@@ -314,12 +320,10 @@ def _cause(upper: str, lower: str, path: list[str], best: dict[str, float], rows
 
 
 def _best_std(rows: pd.DataFrame, name: str) -> float:
-    """The sample std over the seeds of rung ``name``'s best run (:func:`_best`); NaN for one seed, or rows without
-    an ``accuracy_std`` column."""
-    done = rows[(rows["rung"] == name) & (rows["status"] == RUN) & ~_ablations(rows)].dropna(subset=["accuracy"])
-    if done.empty or "accuracy_std" not in done:
-        return math.nan
-    return float(done.loc[done["accuracy"].idxmax(), "accuracy_std"])
+    """The sample std over the seeds of rung ``name``'s best run (:func:`_best_row`); NaN for one seed, or rows
+    without an ``accuracy_std`` column."""
+    best = _best_row(rows, name)
+    return math.nan if best is None else float(best.get("accuracy_std", math.nan))
 
 
 def _structure(rows: pd.DataFrame) -> str:

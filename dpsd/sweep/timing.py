@@ -216,9 +216,8 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
     members = MemberPricing(hardware, rates)
     untimed = other = 0
     for cell, scale in cells:
-        group = (cell.spec, group_label(cell.label), scale)
-        wanted = (cell.config_hash, group, group, (cell.spec, cell.method, scale),
-                  (cell.method, scale, on_demand(cell.spec)), group, group)
+        group, method = (cell.spec, group_label(cell.label), scale), (cell.method, scale, on_demand(cell.spec))
+        wanted = (cell.config_hash, group, group, (cell.spec, cell.method, scale), method, group, group)
         for level, index, key in zip(LEVELS, indexes, wanted):
             priced = index.get(key)
             if priced:
@@ -232,7 +231,7 @@ def estimate(cells: Sequence[tuple[Cell, str]], timings: Sequence[Timing], hardw
                 per_cell[cell.config_hash] = seconds
                 continue
             untimed += 1
-            other += cell.config_hash in elsewhere or wanted[4] in elsewhere
+            other += cell.config_hash in elsewhere or method in elsewhere
     absent = {work.ensemble: work for work in teachers}
     teacher_seconds = [members.cost(work) for work in absent.values()]
     priced_teachers = [seconds for seconds in teacher_seconds if seconds is not None]
@@ -273,17 +272,22 @@ def scaled_from_elsewhere(timings: Sequence[Timing], hardware: str,
     mine = runs.get(hardware, {})
     others = sorted((other for other in runs if other != hardware),
                     key=lambda other: (-len(runs[other].keys() & mine.keys()), other))
+
+    def pool(group: tuple[str, str, str]) -> tuple[str, ...]:  # the groups a ratio is taken over
+        return {"spec": (group[0], group[2]), "scale": (group[2],), "any": ()}[among]
+
     priced: dict[tuple[str, str, str], Priced] = {}
     for other in others:
-        theirs = runs[other]
+        theirs, pools = runs[other], {}
+        for shared in theirs.keys() & mine.keys():
+            pools.setdefault(pool(shared), []).append(shared)
+        ratios = {key: (statistics.median(mine[g].seconds / theirs[g].seconds for g in shared),
+                        frozenset().union(*(mine[g].run_ids | theirs[g].run_ids for g in shared)))
+                  for key, shared in pools.items()}  # pool -> (here over there, the runs it rests on)
         for group, there in theirs.items():
-            shared = [g for g in theirs.keys() & mine.keys()
-                      if among == "any" or (g[2] == group[2] and (among == "scale" or g[0] == group[0]))]
-            if group in mine or group in priced or not shared:
-                continue
-            ratio = statistics.median(mine[g].seconds / theirs[g].seconds for g in shared)
-            rests_on = there.run_ids.union(*(mine[g].run_ids | theirs[g].run_ids for g in shared))
-            priced[group] = Priced(there.seconds * ratio, rests_on)
+            if group not in mine and group not in priced and pool(group) in ratios:
+                ratio, rests_on = ratios[pool(group)]
+                priced[group] = Priced(there.seconds * ratio, there.run_ids | rests_on)
     return priced
 
 
