@@ -28,11 +28,20 @@ from dpsd.data import DataSplits, teacher_view
 from dpsd.errors import ConfigError
 from dpsd.input_space import InputConvention
 from dpsd.models import build_classifier
+from dpsd.tracking import hardware_text
 from dpsd.version import teacher_code_version
 
 
 SCHEDULES = ("onecycle", "constant")
 """``model.teacher.recipe.schedule``: the learning-rate schedules :func:`train_classifier` follows."""
+
+
+def training_machine() -> str:
+    """Where a teacher trains, as its cache record and each check of its curve keep it: the run's hardware tag
+    (:func:`dpsd.tracking.hardware_text`: the CPU, its logical cores, torch's threads, the GPU, the allocator) and
+    torch's version. The thread count changes a teacher's weights on a CPU (docs/reproducing.md), so a retrain
+    reproduces one only where this reads the same; a teacher's seconds a step are read beside it."""
+    return f"{hardware_text()}, torch {torch.__version__}"
 
 
 def teacher_cache_dir(cfg: DictConfig) -> Path:
@@ -212,7 +221,8 @@ def train_to_target(model: nn.Module, data: DataSplits, recipe: DictConfig, devi
     """Train ``model`` on the private split less a validation cut until its validation accuracy reaches
     ``recipe.target.accuracy`` (the paper's stated teacher accuracy plus the margin the recipe states), checked every
     ``recipe.target.every`` steps, or until ``recipe.steps``. Test accuracy is measured at each check for the curve
-    only: it chooses nothing. Returns ``{"steps", "val_accuracy", "reached", "curve"}``; each check is printed as a
+    only: it chooses nothing. Returns ``{"steps", "val_accuracy", "reached", "curve"}``, the curve a point a check (its
+    step, validation and test accuracy, seconds and :func:`training_machine`); each check is printed as a
     progress line, so a terminal and a log show it. With ``partial`` (a path), the training's state is kept there at
     each check and a killed training goes on from its last (:class:`Partial`); the curve's seconds then count the
     seconds trained before the kill too."""
@@ -229,7 +239,7 @@ def train_to_target(model: nn.Module, data: DataSplits, recipe: DictConfig, devi
             before = curve[-1]["seconds"] if curve else 0.0
         val, test = evaluate_accuracy(net, validation, device), evaluate_accuracy(net, data.test, device)
         curve.append({"step": step, "val_accuracy": val, "test_accuracy": test,
-                      "seconds": before + time.perf_counter() - started})
+                      "seconds": before + time.perf_counter() - started, "machine": training_machine()})
         print(f"progress: {desc} step {step}/{int(recipe.steps)}: validation {100 * val:.2f}% "
               f"(target {100 * float(target.accuracy):.2f}%), test {100 * test:.2f}%; "
               f"{curve[-1]['seconds']:.0f} s", file=sys.stderr, flush=True)
@@ -262,11 +272,11 @@ def disjoint_partition(size: int, parts: int, pool_size: int, seed: int) -> tupl
 
 def save_teacher(cfg: DictConfig, key: TeacherKey, model: nn.Module, test_accuracy: float | None,
                  training: dict[str, Any] | None = None) -> Path:
-    """Store ``model`` in ``cfg``'s teacher cache under ``key`` (with ``training``: :func:`train_to_target`'s record);
-    returns the path."""
+    """Store ``model`` in ``cfg``'s teacher cache under ``key`` (with ``training``: :func:`train_to_target`'s record,
+    and the :func:`training_machine` it finished on); returns the path."""
     path = teacher_cache_dir(cfg) / key.filename
     _write_atomically(path, {"state_dict": model.state_dict(), "key": key.__dict__, "test_accuracy": test_accuracy,
-                             "training": training})
+                             "training": training, "machine": training_machine()})
     return path
 
 

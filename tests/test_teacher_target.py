@@ -114,3 +114,67 @@ def test_a_killed_training_goes_on_from_its_last_check_and_ends_with_the_weights
     strip = lambda curve: [{k: v for k, v in point.items() if k != "seconds"} for point in curve]  # noqa: E731
     assert strip(resumed["training"]["curve"]) == strip(whole["training"]["curve"])
     assert not kept.exists()
+
+
+def test_a_teacher_keeps_the_machine_of_each_check_and_of_its_end_and_the_curve_tool_exports_it(tmp_path, monkeypatch):
+    """The thread count changes a teacher's weights on a CPU, so its record says where it trained: each check of its
+    curve carries the machine of that check (a training resumed elsewhere keeps both), the cache record the machine it
+    finished on, and the curves file a column of it, empty for a row of a teacher cached before records held it."""
+    import dpsd.teachers as teachers
+    from conftest import load_tool
+
+    here = teachers.training_machine()
+    assert f"{torch.get_num_threads()} torch threads" in here and f"torch {torch.__version__}" in here
+    cfg = cfg_with_target(tmp_path, accuracy=1.01, every=10, steps=40)
+    real = teachers.evaluate_accuracy
+    calls = {"n": 0}
+
+    def killed_at_the_third_check(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:  # validation then test a check: the 5th measure is the 3rd check's
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(teachers, "evaluate_accuracy", killed_at_the_third_check)
+    with pytest.raises(KeyboardInterrupt):
+        trained(cfg)
+    monkeypatch.setattr(teachers, "evaluate_accuracy", real)
+    monkeypatch.setattr(teachers, "training_machine", lambda: "another machine")
+    record = trained(cfg)[1]
+    assert [point["machine"] for point in record["training"]["curve"]] == [here, here, "another machine",
+                                                                           "another machine"]
+    [path] = (tmp_path / "teachers").glob("*.pt")
+    assert teachers.read_cached(path)["machine"] == "another machine"
+
+    tool = load_tool("teacher_curves")
+    csv = tmp_path / "c.csv"
+    older = tool.curves(tmp_path / "teachers").drop(columns="machine").assign(file="older.pt", seed=7,
+                                                                            weights_sha256="e" * 64)
+    older.to_csv(csv, index=False)  # a curves file written before the column
+    tool.main(["--results-dir", str(tmp_path), "--csv", str(csv), "--figure", str(tmp_path / "c.png")])
+    merged = tool.pd.read_csv(csv, keep_default_na=False)
+    assert list(merged[merged["file"] == path.name]["machine"]) == [here, here, "another machine", "another machine"]
+    assert set(merged[merged["file"] == "older.pt"]["machine"]) == {""}
+
+
+def test_a_teacher_carried_to_todays_code_is_one_curve_under_the_file_todays_code_reads(tmp_path):
+    """tools/rekey_teachers.py writes a teacher again under today's key and leaves the old file: the curves file lists
+    the teacher once, under the new file, and its old file's rows in an earlier curves file give way to it."""
+    import dpsd.teachers as teachers
+    from conftest import load_tool
+
+    trained(cfg_with_target(tmp_path, accuracy=0.80))
+    [old] = (tmp_path / "teachers").glob("*.pt")
+    stored = teachers.read_cached(old)
+    carried = teachers.TeacherKey(**{**stored["key"], "code": teachers.teacher_code_version()})
+    stored["key"] = {**stored["key"], "code": "an older teacher code"}  # the file as the older code keyed it
+    teachers._write_atomically(old, stored)
+    new = tmp_path / "teachers" / "carried.pt"
+    teachers._write_atomically(new, {**stored, "key": carried.__dict__, "code_recorded": "an older teacher code"})
+    tool = load_tool("teacher_curves")
+    frame = tool.curves(tmp_path / "teachers")
+    assert set(frame["file"]) == {"carried.pt"} and len(frame) == len(stored["training"]["curve"])
+    csv = tmp_path / "c.csv"
+    frame.assign(file=old.name).to_csv(csv, index=False)  # the curves file written before the teacher was carried
+    tool.main(["--results-dir", str(tmp_path), "--csv", str(csv), "--figure", str(tmp_path / "c.png")])
+    assert set(tool.pd.read_csv(csv)["file"]) == {"carried.pt"}

@@ -1,6 +1,8 @@
 """Export the training curves of every teacher trained to a target (``model.teacher.recipe.target``) in a teacher cache:
 steps against validation accuracy (the cut of the private split that stops training) and test accuracy (measured for
-this curve only), one row a check, and draw them.
+this curve only), one row a check, with the machine that trained it to that check (``dpsd.teachers.training_machine``:
+its CPU, cores, torch's threads and torch's version; empty for a teacher cached before teachers recorded it), and draw
+them.
 
     python tools/teacher_curves.py [--results-dir results] [--csv results/teacher_curves.csv]
                                    [--figure results/figures/teacher_curves.png]
@@ -23,15 +25,19 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 from dpsd.teachers import read_cached, weights_digest  # noqa: E402
+from dpsd.version import teacher_code_version  # noqa: E402
 
 KEY = ["file", "arch", "stem", "seed"]
 
 
 def curves(cache: Path) -> pd.DataFrame:
-    """One row a check of every cached teacher that was trained to a target."""
+    """One row a check of every cached teacher that was trained to a target, once a teacher (by its weights): where
+    ``tools/rekey_teachers.py`` carried a file to today's teacher code, the two hold the same weights and the file
+    today's code reads is the one listed (the other stays in the cache for the older code)."""
     rows = []
-    for path in sorted(cache.glob("*.pt")):
-        stored = read_cached(path)
+    records = [(path, read_cached(path)) for path in sorted(cache.glob("*.pt"))]
+    today = teacher_code_version()
+    for path, stored in sorted(records, key=lambda record: (record[1] or {}).get("key", {}).get("code") != today):
         if not stored or not stored.get("training"):
             continue
         key, training = stored["key"], stored["training"]
@@ -41,8 +47,9 @@ def curves(cache: Path) -> pd.DataFrame:
                          "step": point["step"], "val_accuracy": point["val_accuracy"],
                          "test_accuracy": point["test_accuracy"], "seconds": round(point["seconds"], 1),
                          "reached": training["reached"], "final_test_accuracy": stored["test_accuracy"],
-                         "weights_sha256": digest})
-    return pd.DataFrame(rows)
+                         "weights_sha256": digest, "machine": point.get("machine", "")})
+    return pd.DataFrame(rows).drop_duplicates(["weights_sha256", "step"]) if rows else pd.DataFrame(rows)
+
 
 
 class _Weights(torch.nn.Module):
@@ -57,11 +64,12 @@ class _Weights(torch.nn.Module):
 
 
 def merged(new: pd.DataFrame, csv: Path) -> pd.DataFrame:
-    """``new`` with the rows of ``csv`` whose teacher ``new`` does not hold."""
+    """``new`` with the rows of ``csv`` whose teacher ``new`` does not hold (by file, or by weights: a re-keyed file's
+    rows replace its old file's)."""
     if not csv.exists() or not len(new):
         return new
-    old = pd.read_csv(csv)
-    kept = old[~old["file"].isin(set(new["file"]))]
+    old = pd.read_csv(csv, keep_default_na=False, dtype={"machine": str})
+    kept = old[~old["file"].isin(set(new["file"])) & ~old["weights_sha256"].isin(set(new["weights_sha256"]))]
     return pd.concat([kept, new], ignore_index=True).sort_values(["arch", "stem", "seed", "step"])
 
 
@@ -75,7 +83,7 @@ def labels(frame: pd.DataFrame) -> dict[str, str]:
 
 
 def draw(frame: pd.DataFrame, figure_path: Path) -> None:
-    figure, axes = plt.subplots(figsize=(7, 4.2))
+    figure, axes = plt.subplots(figsize=(9.5, 4.2))
     names = labels(frame)
     for file, rows in frame.groupby("file", sort=False):
         line, = axes.plot(rows["step"], 100 * rows["val_accuracy"], marker="o", label=f"{names[file]}: validation")
@@ -86,7 +94,7 @@ def draw(frame: pd.DataFrame, figure_path: Path) -> None:
     axes.set_ylabel("accuracy (%)")
     axes.set_ylim(max(90, 100 * frame["val_accuracy"].min() - 1), 100)
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside: hides no line
     axes.set_title("Teachers trained to a target: validation (chooses when to stop) and test (chooses nothing)", fontsize=9)
     figure.tight_layout()
     figure_path.parent.mkdir(parents=True, exist_ok=True)
