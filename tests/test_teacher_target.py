@@ -23,6 +23,24 @@ def trained(cfg):
     return load_or_train_teacher(cfg, load_data(cfg, setup.convention), torch.device("cpu"))
 
 
+def killed_at_check(cfg, check: int, monkeypatch) -> None:
+    """Train ``cfg``'s teacher and kill it as its ``check``-th check begins (a check measures validation, then test:
+    the kill is at the ``2 * check - 1``-th measure), so the state of the check before is the last one kept."""
+    import dpsd.teachers as teachers
+
+    real, calls = teachers.evaluate_accuracy, {"n": 0}
+
+    def killed(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2 * check - 1:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(teachers, "evaluate_accuracy", killed)
+    with pytest.raises(KeyboardInterrupt):
+        trained(cfg)
+
+
 def test_training_stops_at_the_first_check_that_reaches_the_target(tmp_path):
     _, record = trained(cfg_with_target(tmp_path, accuracy=0.80))
     curve = record["training"]["curve"]
@@ -90,22 +108,9 @@ def test_a_killed_training_goes_on_from_its_last_check_and_ends_with_the_weights
     """Steps 1 to 35 of an 80-step recipe checked every 10 (an epoch of digits is 11 batches: the kill falls mid-epoch),
     then a kill; the next training reads the state of step 30 and goes on; its weights and curve are the uninterrupted
     one's, and the partial file is gone once the teacher is cached."""
-    import dpsd.teachers as teachers
-
     whole = trained(cfg_with_target(tmp_path / "whole", accuracy=1.01, every=10, steps=80))[1]
     cfg = cfg_with_target(tmp_path / "killed", accuracy=1.01, every=10, steps=80)
-    real = teachers.evaluate_accuracy
-    calls = {"n": 0}
-
-    def killed_at_the_fourth_check(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 7:  # a check measures validation then test: the 7th measure is the 4th check's (step 40)
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(teachers, "evaluate_accuracy", killed_at_the_fourth_check)
-    with pytest.raises(KeyboardInterrupt):
-        trained(cfg)
+    killed_at_check(cfg, 4, monkeypatch)
     monkeypatch.undo()
     [kept] = list((tmp_path / "killed" / "teachers").glob("*.partial"))
     assert torch.load(kept, weights_only=False)["steps_done"] == 30
@@ -126,19 +131,8 @@ def test_a_teacher_keeps_the_machine_of_each_check_and_of_its_end_and_the_curve_
     here = teachers.training_machine()
     assert f"{torch.get_num_threads()} torch threads" in here and f"torch {torch.__version__}" in here
     cfg = cfg_with_target(tmp_path, accuracy=1.01, every=10, steps=40)
-    real = teachers.evaluate_accuracy
-    calls = {"n": 0}
-
-    def killed_at_the_third_check(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 5:  # validation then test a check: the 5th measure is the 3rd check's
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(teachers, "evaluate_accuracy", killed_at_the_third_check)
-    with pytest.raises(KeyboardInterrupt):
-        trained(cfg)
-    monkeypatch.setattr(teachers, "evaluate_accuracy", real)
+    killed_at_check(cfg, 3, monkeypatch)
+    monkeypatch.undo()
     monkeypatch.setattr(teachers, "training_machine", lambda: "another machine")
     record = trained(cfg)[1]
     assert [point["machine"] for point in record["training"]["curve"]] == [here, here, "another machine",

@@ -51,7 +51,6 @@ def curves(cache: Path) -> pd.DataFrame:
     return pd.DataFrame(rows).drop_duplicates(["weights_sha256", "step"]) if rows else pd.DataFrame(rows)
 
 
-
 class _Weights(torch.nn.Module):
     """A state dict as :func:`weights_digest` reads it."""
 
