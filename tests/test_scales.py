@@ -21,7 +21,7 @@ EXPECTED = {
     ("paper", "dp_dfd"): {"stages": 320, "samples_per_stage": 160, "batch_size": 128},
     ("paper", "dgd"): {"iterations": 1000, "batch_size": 128, "num_teachers": 250, "queries": 750},
     ("paper", "dgd_plus"): {"num_teachers": 250},
-    ("paper", "pate"): {"num_teachers": 250, "batch_size": 64, "sigma": 40.0},  # pate.yaml's batch stands
+    ("paper", "pate"): {"num_teachers": 250, "batch_size": 64, "sigma": 40.0, "member_steps": 50},  # pate.yaml's batch stands
     ("smoke", "dpsd"): {"iterations": 400, "batch_size": 128},
     ("smoke", "dgd"): {"iterations": 400, "batch_size": 128, "num_teachers": 10},
     ("smoke", "pate"): {"batch_size": 64, "num_teachers": 10, "epochs": 1},

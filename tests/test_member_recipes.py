@@ -1,0 +1,45 @@
+"""tools/member_recipes.py: members trained as the ensemble trains them, scored on private records none of them saw."""
+
+from conftest import load_tool
+
+from baselines.pate import partition
+from dpsd.config import compose
+
+
+def test_members_are_scored_on_pool_records_no_member_trains_on_and_no_query_asks():
+    tool = load_tool("member_recipes")
+    cfg = compose(["method=pate", "dataset=digits"])
+    parts, pool = partition(cfg, 1437)
+    scored = tool.scored_indices(pool, int(cfg.method.queries), 50)
+    assert len(scored) == 50
+    assert not set(scored) & {i for part in parts for i in part}
+    assert not set(scored) & set(pool[: int(cfg.method.queries)])
+
+
+def test_each_budget_prints_its_members_accuracy_spread_and_seconds(capsys):
+    assert load_tool("member_recipes").main(["--steps", "1", "3", "--members", "2", "--scored", "40",
+                                             "dataset=digits", "method.num_teachers=20"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("progress")]
+    assert lines[0].startswith("digits, small_cnn members: 20 parts of ") and "scored on 40 held-out pool" in lines[0]
+    assert [line.split(" steps:")[0] for line in lines[1:]] == ["1", "3"]
+    assert all(" ± " in line and " s a member, " in line and " h for 20" in line for line in lines[1:])
+
+
+def test_a_member_is_the_one_the_ensemble_trains_one_by_one(tmp_path):
+    """The table prices and scores the members a run would train: the same weights as the ensemble's serial path."""
+    import torch
+
+    from dpsd.data import load_dataset
+    from dpsd.ensembles import load_or_train_members, with_member_steps
+
+    cfg = with_member_steps(compose(["method=pate", "dataset=digits", f"results_dir={tmp_path}",
+                                     "model.teacher.ensemble.backend=serial"]), 3)
+    data = load_dataset("digits")
+    parts, _ = partition(cfg, len(data.train))
+    cpu = torch.device("cpu")
+    ensemble = load_or_train_members(cfg, data, cpu, parts[:2], ["0/2, probe", "1/2, probe"])
+    for index, member in enumerate(ensemble):
+        probed = load_tool("member_recipes").trained_member(cfg, data, parts[index], index, cpu)
+        assert all(torch.equal(a, b) for a, b in zip(member.state_dict().values(), probed.state_dict().values()))
+    other = load_tool("member_recipes").trained_member(cfg, data, parts[0], 1, cpu)  # another member's seed
+    assert not all(torch.equal(a, b) for a, b in zip(ensemble[0].state_dict().values(), other.state_dict().values()))

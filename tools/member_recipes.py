@@ -1,0 +1,97 @@
+"""What a teacher-ensemble member learns and costs per optimiser-step budget, scored on held-out private data.
+
+    python tools/member_recipes.py [--steps 100 200 400 600] [--members 4] [overrides, e.g. method=pate scale=paper]
+
+The private split is dealt as the method's ensemble deals it (``baselines.pate.partition``: ``method.num_teachers``
+disjoint parts beside a held-out pool of ``method.pool_fraction``). Each of the first ``--members`` parts trains its
+member exactly as the ensemble's serial path does (``dpsd.ensembles``: the member's own seed, a fresh
+``model.teacher`` network, ``train_classifier`` with the teacher recipe at ``--steps`` steps, its one-cycle schedule
+spanning them), timed apart from the scoring. Members are scored on ``--scored`` pool images after the method's
+queries: private records no member trained on and no query asks, never the test split, so the budget chosen from
+this table has seen no test image. Prints, per step budget, the members' accuracy (mean ± sample std), the seconds
+of training a member and the hours that makes for the whole ensemble. Timing claims belong here (one run, one
+machine), not in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+from torch.utils.data import Subset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from baselines.pate import partition  # noqa: E402
+from dpsd.config import compose, resolve_device, resolve_paths  # noqa: E402
+from dpsd.data import DataSplits, load_data, teacher_view  # noqa: E402
+from dpsd.ensembles import member_seed, with_member_steps  # noqa: E402
+from dpsd.teachers import evaluate_accuracy, teacher_network, train_classifier  # noqa: E402
+from dpsd.tracking import hardware_text  # noqa: E402
+
+
+def scored_indices(pool: list[int], queries: int, scored: int) -> list[int]:
+    """The pool's records after the method's ``queries`` (at most ``scored``): no member trains on the pool and no
+    query asks them."""
+    return pool[queries:queries + scored]
+
+
+def trained_member(cfg: DictConfig, data: DataSplits, part: list[int], index: int, device: torch.device) -> nn.Module:
+    """Member ``index`` trained on ``part`` as ``dpsd.ensembles`` trains it one by one: its own seed
+    (``member_seed``), a fresh ``model.teacher`` network drawn under it, the teacher recipe (``cfg``'s steps)."""
+    seed = member_seed(int(cfg.seed), index)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = teacher_network(cfg.model.teacher, data)
+    with torch.random.fork_rng(devices=[]):
+        train_classifier(model, Subset(teacher_view(data.train), part), cfg.model.teacher.recipe, device, seed,
+                         desc=f"member {index}")
+    return model
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, nargs="+", default=[100, 200, 400, 600],
+                        help="optimiser-step budgets a member is trained at (default 100 200 400 600)")
+    parser.add_argument("--members", type=int, default=4, help="members trained per budget (default 4)")
+    parser.add_argument("--scored", type=int, default=2000, help="held-out pool images each member is scored on")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides (default method=pate dataset=mnist)")
+    args = parser.parse_args(argv)
+    if args.members < 2 or min(args.steps) < 1:
+        parser.error("--members must be at least 2 (a spread needs two) and every --steps at least 1")
+    cfg = resolve_paths(compose(["method=pate", "dataset=mnist", *args.overrides]))
+    device = resolve_device(cfg.device)
+    data = load_data(cfg)
+    private = teacher_view(data.train)
+    parts, pool = partition(cfg, len(private))
+    held_out = scored_indices(pool, int(cfg.method.queries), args.scored)
+    if len(held_out) < args.scored:
+        parser.error(f"--scored {args.scored}: the pool holds {len(held_out)} images after the queries")
+    scored = Subset(private, held_out)
+    recipe = cfg.model.teacher.recipe
+    print(f"{cfg.dataset.name}, {cfg.model.teacher.arch} members: {len(parts)} parts of {len(parts[0])} images, "
+          f"{args.members} members a budget (batch {recipe.batch_size}, lr {recipe.lr:g}), scored on {len(scored)} "
+          f"held-out pool images; {hardware_text()}, device {device}", flush=True)
+    for steps in args.steps:
+        member_cfg = with_member_steps(cfg, steps)
+        seconds, accuracies = [], []
+        for i in range(args.members):
+            start = time.perf_counter()
+            model = trained_member(member_cfg, data, parts[i], i, device)
+            seconds.append(time.perf_counter() - start)
+            accuracies.append(100 * evaluate_accuracy(model, scored, device))
+        per_member = statistics.mean(seconds)
+        print(f"{steps} steps: member accuracy {statistics.mean(accuracies):.2f} ± {statistics.stdev(accuracies):.2f}% "
+              f"(each {', '.join(f'{a:.2f}' for a in accuracies)}), {per_member:.2f} s a member, "
+              f"{per_member * len(parts) / 3600:.2f} h for {len(parts)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
