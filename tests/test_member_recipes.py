@@ -1,26 +1,38 @@
 """tools/member_recipes.py: members trained as the ensemble trains them, scored on private records none of them saw."""
 
+import pytest
 from conftest import load_tool
 
 from baselines.pate import partition
 from dpsd.config import compose
 
 
-def test_members_are_scored_on_pool_records_no_member_trains_on_and_no_query_asks():
+@pytest.mark.parametrize("method", ["pate", "dgd"])
+def test_members_are_scored_on_private_records_no_trained_member_holds_and_no_query_asks(method):
+    """PATE's pool after its queries; DGD deals every record, so the parts no member here trains on."""
     tool = load_tool("member_recipes")
-    cfg = compose(["method=pate", "dataset=digits"])
-    parts, pool = partition(cfg, 1437)
-    scored = tool.scored_indices(pool, int(cfg.method.queries), 50)
-    assert len(scored) == 50
-    assert not set(scored) & {i for part in parts for i in part}
-    assert not set(scored) & set(pool[: int(cfg.method.queries)])
+    cfg = compose([f"method={method}", "dataset=digits", "method.num_teachers=20"])
+    parts, pool, queries = tool.dealt(cfg, 1437)
+    assert sorted(i for part in parts for i in part) == sorted(set(range(1437)) - set(pool))  # disjoint, all dealt
+    assert (len(pool), queries) == ((287, int(cfg.method.queries)) if method == "pate" else (0, 0))
+    scored = tool.scored_indices(parts, pool, queries, 4, 50)
+    assert len(scored) == 50 == len(set(scored))
+    assert not set(scored) & {i for part in parts[:4] for i in part}
+    assert not set(scored) & set(pool[:queries])
+    if method == "pate":
+        assert (parts, pool) == partition(cfg, 1437)  # PATE's own dealing
+
+
+def test_a_method_dealt_otherwise_is_refused_in_one_line():
+    with pytest.raises(SystemExit, match="method=dpsd is not dealt here; accepted: method=pate"):
+        load_tool("member_recipes").dealt(compose(["method=dpsd", "dataset=digits"]), 1437)
 
 
 def test_each_budget_prints_its_members_accuracy_spread_and_seconds(capsys):
     assert load_tool("member_recipes").main(["--steps", "1", "3", "--members", "2", "--scored", "40",
                                              "dataset=digits", "method.num_teachers=20"]) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("progress")]
-    assert lines[0].startswith("digits, small_cnn members: 20 parts of ") and "scored on 40 held-out pool" in lines[0]
+    assert lines[0].startswith("digits, small_cnn members: 20 parts of ") and "scored on 40 held-out private" in lines[0]
     assert [line.split(" steps:")[0] for line in lines[1:]] == ["1", "3"]
     assert all(" ± " in line and " s a member, " in line and " h for 20" in line for line in lines[1:])
 

@@ -19,8 +19,8 @@ EXPECTED = {
     ("paper", "fed_dpsd"): {"iterations": 200, "batch_size": 256, "num_clients": 5},
     ("paper", "dpdfd"): {"iterations": 200, "batch_size": 256, "teachers": 1},
     ("paper", "dp_dfd"): {"stages": 320, "samples_per_stage": 160, "batch_size": 128},
-    ("paper", "dgd"): {"iterations": 1000, "batch_size": 128, "num_teachers": 250, "queries": 750},
-    ("paper", "dgd_plus"): {"num_teachers": 250},
+    ("paper", "dgd"): {"iterations": 1000, "batch_size": 128, "num_teachers": 250, "queries": 750, "member_steps": 50},
+    ("paper", "dgd_plus"): {"num_teachers": 250, "member_steps": 50},
     ("paper", "pate"): {"num_teachers": 250, "batch_size": 64, "sigma": 40.0, "member_steps": 50},  # pate.yaml's batch stands
     ("smoke", "dpsd"): {"iterations": 400, "batch_size": 128},
     ("smoke", "dgd"): {"iterations": 400, "batch_size": 128, "num_teachers": 10},

@@ -1,16 +1,16 @@
 """What a teacher-ensemble member learns and costs per optimiser-step budget, scored on held-out private data.
 
-    python tools/member_recipes.py [--steps 100 200 400 600] [--members 4] [overrides, e.g. method=pate scale=paper]
+    python tools/member_recipes.py [overrides, e.g. method=pate scale=paper] [--steps 100 200 400 600] [--members 4]
 
-The private split is dealt as the method's ensemble deals it (``baselines.pate.partition``: ``method.num_teachers``
-disjoint parts beside a held-out pool of ``method.pool_fraction``). Each of the first ``--members`` parts trains its
-member exactly as the ensemble's serial path does (``dpsd.ensembles``: the member's own seed, a fresh
-``model.teacher`` network, ``train_classifier`` with the teacher recipe at ``--steps`` steps, its one-cycle schedule
-spanning them), timed apart from the scoring. Members are scored on ``--scored`` pool images after the method's
-queries: private records no member trained on and no query asks, never the test split, so the budget chosen from
-this table has seen no test image. Prints, per step budget, the members' accuracy (mean ± sample std), the seconds
-of training a member and the hours that makes for the whole ensemble. Timing claims belong here (one run, one
-machine), not in tests.
+The private split is dealt as the method's ensemble deals it: PATE's ``method.num_teachers`` disjoint parts beside a
+held-out pool of ``method.pool_fraction`` (``baselines.pate.partition``), DGD's (``vae_data=synthetic``) over the whole
+split with no pool (``dpsd.methods.dgd``: ``disjoint_partition(size, n, 0, seed)``). Each of the first ``--members``
+parts trains its member exactly as the ensemble's serial path does (:func:`trained_member`), timed apart from the
+scoring. Members are scored on ``--scored`` private records that none of the trained members saw and no query asks
+(:func:`scored_indices`: the pool after the queries, then the parts no member here trains on), never the test split,
+so the budget chosen from this table has seen no test image. Prints, per step budget, the members' accuracy (mean ±
+sample std), the seconds of training a member and the hours that makes for the whole ensemble. Timing claims belong
+here (one run, one machine), not in tests.
 """
 
 from __future__ import annotations
@@ -32,14 +32,31 @@ from baselines.pate import partition  # noqa: E402
 from dpsd.config import compose, resolve_device, resolve_paths  # noqa: E402
 from dpsd.data import DataSplits, load_data, teacher_view  # noqa: E402
 from dpsd.ensembles import member_seed, with_member_steps  # noqa: E402
-from dpsd.teachers import evaluate_accuracy, teacher_network, train_classifier  # noqa: E402
+from dpsd.teachers import disjoint_partition, evaluate_accuracy, teacher_network, train_classifier  # noqa: E402
 from dpsd.tracking import hardware_text  # noqa: E402
 
 
-def scored_indices(pool: list[int], queries: int, scored: int) -> list[int]:
-    """The pool's records after the method's ``queries`` (at most ``scored``): no member trains on the pool and no
-    query asks them."""
-    return pool[queries:queries + scored]
+DEALT = ("pate", "dgd", "dgd_plus")  # the methods whose dealing :func:`dealt` repeats
+
+
+def dealt(cfg: DictConfig, size: int) -> tuple[list[list[int]], list[int], int]:
+    """``(parts, pool, queries)``: the private split of ``size`` records dealt as ``cfg``'s method deals it, and how
+    many of the pool's first records its queries take."""
+    method = cfg.method
+    if method.name == "pate":
+        parts, pool = partition(cfg, size)
+        return parts, pool, int(method.queries)
+    if method.name in DEALT and method.vae_data == "synthetic":
+        parts, _ = disjoint_partition(size, int(method.num_teachers), 0, int(cfg.seed))
+        return parts, [], 0
+    raise SystemExit(f"member_recipes: method={method.name} is not dealt here; accepted: method=pate, method=dgd or "
+                     "method=dgd_plus with method.vae_data=synthetic")
+
+
+def scored_indices(parts: list[list[int]], pool: list[int], queries: int, members: int, scored: int) -> list[int]:
+    """At most ``scored`` private records that none of the first ``members`` parts holds and no query asks: the pool
+    after the ``queries``, then the records of the parts no member here trains on."""
+    return [*pool[queries:], *(i for part in parts[members:] for i in part)][:scored]
 
 
 def trained_member(cfg: DictConfig, data: DataSplits, part: list[int], index: int, device: torch.device) -> nn.Module:
@@ -60,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, nargs="+", default=[100, 200, 400, 600],
                         help="optimiser-step budgets a member is trained at (default 100 200 400 600)")
     parser.add_argument("--members", type=int, default=4, help="members trained per budget (default 4)")
-    parser.add_argument("--scored", type=int, default=2000, help="held-out pool images each member is scored on")
+    parser.add_argument("--scored", type=int, default=2000, help="held-out private images each member is scored on (default 2000)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (default method=pate dataset=mnist)")
     args = parser.parse_args(argv)
     if args.members < 2 or min(args.steps) < 1:
@@ -69,15 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(cfg.device)
     data = load_data(cfg)
     private = teacher_view(data.train)
-    parts, pool = partition(cfg, len(private))
-    held_out = scored_indices(pool, int(cfg.method.queries), args.scored)
+    parts, pool, queries = dealt(cfg, len(private))
+    held_out = scored_indices(parts, pool, queries, args.members, args.scored)
     if len(held_out) < args.scored:
-        parser.error(f"--scored {args.scored}: the pool holds {len(held_out)} images after the queries")
+        parser.error(f"--scored {args.scored}: only {len(held_out)} private records are held out from the members")
     scored = Subset(private, held_out)
     recipe = cfg.model.teacher.recipe
     print(f"{cfg.dataset.name}, {cfg.model.teacher.arch} members: {len(parts)} parts of {len(parts[0])} images, "
           f"{args.members} members a budget (batch {recipe.batch_size}, lr {recipe.lr:g}), scored on {len(scored)} "
-          f"held-out pool images; {hardware_text()}, device {device}", flush=True)
+          f"held-out private images; {hardware_text()}, device {device}", flush=True)
     for steps in args.steps:
         member_cfg = with_member_steps(cfg, steps)
         seconds, accuracies = [], []
