@@ -120,6 +120,19 @@ def _fresh_member(cfg: DictConfig, data: DataSplits) -> nn.Module:
         return teacher_network(teacher, data)
 
 
+def train_member(cfg: DictConfig, data: DataSplits, part: list[int], index: int, device: torch.device,
+                 name: str | None = None) -> nn.Module:
+    """Member ``index`` of ``cfg``'s ensemble trained on the private records ``part`` as the serial backend trains
+    it: a fresh ``model.teacher`` network drawn under its own seed (:func:`member_seed`), then the teacher recipe
+    under that seed. ``name`` labels its progress (default its index)."""
+    member_cfg = _member_cfg(cfg, index)
+    model = _fresh_member(member_cfg, data)
+    with torch.random.fork_rng(devices=[]):
+        train_classifier(model, Subset(teacher_view(data.train), part), cfg.model.teacher.recipe, device,
+                         int(member_cfg.seed), desc=f"member {index if name is None else name}")
+    return model
+
+
 def load_or_train_members(cfg: DictConfig, data: DataSplits, device: torch.device, parts: list[list[int]],
                           names: list[str],
                           phase_log: Callable[[str, int], ProgressLog | None] | None = None) -> list[nn.Module]:
@@ -186,11 +199,7 @@ def _train_missing(cfg: DictConfig, chosen: str, data: DataSplits, device: torch
 
     if chosen == "serial":
         for done, i in enumerate(pending):
-            model = _fresh_member(configs[i], data)
-            with torch.random.fork_rng(devices=[]):
-                train_classifier(model, Subset(teacher_view(data.train), parts[i]), cfg.model.teacher.recipe, device,
-                                 int(configs[i].seed), desc=f"member {keys[i].member}")
-            keep(i, model)
+            keep(i, train_member(cfg, data, parts[i], i, device, keys[i].member))
             if log is not None:
                 log.update(done, {})
     else:

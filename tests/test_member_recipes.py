@@ -38,20 +38,23 @@ def test_each_budget_prints_its_members_accuracy_spread_and_seconds(capsys):
 
 
 def test_a_member_is_the_one_the_ensemble_trains_one_by_one(tmp_path):
-    """The table prices and scores the members a run would train: the same weights as the ensemble's serial path."""
+    """The table prices and scores the members a run trains: the weights a run caches and reads back are the ones
+    ``train_member`` gives (its own seed, its own part)."""
     import torch
 
     from dpsd.data import load_dataset
-    from dpsd.ensembles import load_or_train_members, with_member_steps
+    from dpsd.ensembles import load_or_train_members, train_member, with_member_steps
 
     cfg = with_member_steps(compose(["method=pate", "dataset=digits", f"results_dir={tmp_path}",
                                      "model.teacher.ensemble.backend=serial"]), 3)
     data = load_dataset("digits")
     parts, _ = partition(cfg, len(data.train))
     cpu = torch.device("cpu")
-    ensemble = load_or_train_members(cfg, data, cpu, parts[:2], ["0/2, probe", "1/2, probe"])
+    names = ["0/2, probe", "1/2, probe"]
+    load_or_train_members(cfg, data, cpu, parts[:2], names)
+    ensemble = load_or_train_members(cfg, data, cpu, parts[:2], names)  # read back from the members' cache
     for index, member in enumerate(ensemble):
-        probed = load_tool("member_recipes").trained_member(cfg, data, parts[index], index, cpu)
+        probed = train_member(cfg, data, parts[index], index, cpu)
         assert all(torch.equal(a, b) for a, b in zip(member.state_dict().values(), probed.state_dict().values()))
-    other = load_tool("member_recipes").trained_member(cfg, data, parts[0], 1, cpu)  # another member's seed
+    other = train_member(cfg, data, parts[0], 1, cpu)  # another member's seed
     assert not all(torch.equal(a, b) for a, b in zip(ensemble[0].state_dict().values(), other.state_dict().values()))

@@ -5,7 +5,7 @@
 The private split is dealt as the method's ensemble deals it: PATE's ``method.num_teachers`` disjoint parts beside a
 held-out pool of ``method.pool_fraction`` (``baselines.pate.partition``), DGD's (``vae_data=synthetic``) over the whole
 split with no pool (``dpsd.methods.dgd``: ``disjoint_partition(size, n, 0, seed)``). Each of the first ``--members``
-parts trains its member exactly as the ensemble's serial path does (:func:`trained_member`), timed apart from the
+parts trains its member exactly as the ensemble's serial path does (``dpsd.ensembles.train_member``), timed apart from the
 scoring. Members are scored on ``--scored`` private records that none of the trained members saw and no query asks
 (:func:`scored_indices`: the pool after the queries, then the parts no member here trains on), never the test split,
 so the budget chosen from this table has seen no test image. Prints, per step budget, the members' accuracy (mean ±
@@ -21,18 +21,16 @@ import sys
 import time
 from pathlib import Path
 
-import torch
 from omegaconf import DictConfig
-from torch import nn
 from torch.utils.data import Subset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from baselines.pate import partition  # noqa: E402
 from dpsd.config import compose, resolve_device, resolve_paths  # noqa: E402
-from dpsd.data import DataSplits, load_data, teacher_view  # noqa: E402
-from dpsd.ensembles import member_seed, with_member_steps  # noqa: E402
-from dpsd.teachers import disjoint_partition, evaluate_accuracy, teacher_network, train_classifier  # noqa: E402
+from dpsd.data import load_data, teacher_view  # noqa: E402
+from dpsd.ensembles import train_member, with_member_steps  # noqa: E402
+from dpsd.teachers import disjoint_partition, evaluate_accuracy  # noqa: E402
 from dpsd.tracking import hardware_text  # noqa: E402
 
 
@@ -57,19 +55,6 @@ def scored_indices(parts: list[list[int]], pool: list[int], queries: int, member
     """At most ``scored`` private records that none of the first ``members`` parts holds and no query asks: the pool
     after the ``queries``, then the records of the parts no member here trains on."""
     return [*pool[queries:], *(i for part in parts[members:] for i in part)][:scored]
-
-
-def trained_member(cfg: DictConfig, data: DataSplits, part: list[int], index: int, device: torch.device) -> nn.Module:
-    """Member ``index`` trained on ``part`` as ``dpsd.ensembles`` trains it one by one: its own seed
-    (``member_seed``), a fresh ``model.teacher`` network drawn under it, the teacher recipe (``cfg``'s steps)."""
-    seed = member_seed(int(cfg.seed), index)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = teacher_network(cfg.model.teacher, data)
-    with torch.random.fork_rng(devices=[]):
-        train_classifier(model, Subset(teacher_view(data.train), part), cfg.model.teacher.recipe, device, seed,
-                         desc=f"member {index}")
-    return model
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         seconds, accuracies = [], []
         for i in range(args.members):
             start = time.perf_counter()
-            model = trained_member(member_cfg, data, parts[i], i, device)
+            model = train_member(member_cfg, data, parts[i], i, device)
             seconds.append(time.perf_counter() - start)
             accuracies.append(100 * evaluate_accuracy(model, scored, device))
         per_member = statistics.mean(seconds)
