@@ -85,10 +85,13 @@ def test_a_fresh_checkouts_dry_run_summarises_the_archived_cells_at_every_seed_t
     runs = [older, {**older, "run_id": "a", "start_time": pd.Timestamp("2026-02-01", tz="UTC"), "accuracy": 80.0},
             {**older, "run_id": "b", "config_hash": cells["seed=1"], "accuracy": 90.0}]
     write_archive(pd.DataFrame(runs), archive)
+    assert dry_run()["results"][0]["eps_rigorous"] == float("inf")
+    runs[1]["eps_rigorous"], runs[2]["eps_rigorous"] = 0.6, 0.5  # a data-dependent ledger: ε differs by seed
+    write_archive(pd.DataFrame(runs), archive)
     assert archived_figures(archive)[cells["seed=0"]]["accuracy"] == pytest.approx(0.8)  # the latest run of a hash
     (row,) = dry_run()["results"]
     assert row["seeds"] == 2 and row["accuracy"] == pytest.approx(85.0) and row["accuracy_std"] == pytest.approx(7.0711, abs=1e-4)
-    assert row["eps_claimed"] == 1.0 and row["eps_rigorous"] == float("inf")
+    assert row["eps_claimed"] == 1.0 and row["eps_rigorous"] == pytest.approx(0.55)  # the pages' mean over the seeds
     assert archived_figures(tmp_path / "absent.csv") == {} and archived_figures(None) == {}
 
 

@@ -11,7 +11,8 @@ from dpsd.sweep.spec import Cell, group_label
 
 def results(cells: list[Cell], figures: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
     """One row per cell over its seeds that have a recorded run: the method, the cell's label, the
-    accuracy's mean and sample std (n > 1) in percent, and both ledgers' epsilons (the seeds share them)."""
+    accuracy's mean and sample std (n > 1) in percent, and each ledger's ε as the mean over those seeds, as the pages
+    state it (a data-dependent ledger, such as PATE's Confident-GNMax, spends a different ε at each seed)."""
     groups: dict[str, list[tuple[Cell, dict]]] = {}
     for cell in cells:
         if cell.config_hash in figures:
@@ -19,12 +20,17 @@ def results(cells: list[Cell], figures: dict[str, dict[str, float]]) -> list[dic
     rows = []
     for label, members in groups.items():
         accuracies = [100 * f["accuracy"] for _, f in members if not math.isnan(f["accuracy"])]
-        first = members[0][1]
         rows.append({"cell": label or "base", "method": members[0][0].method, "seeds": len(accuracies),
                      "accuracy": statistics.fmean(accuracies) if accuracies else math.nan,
                      "accuracy_std": statistics.stdev(accuracies) if len(accuracies) > 1 else math.nan,
-                     "eps_claimed": first["eps_claimed"], "eps_rigorous": first["eps_rigorous"]})
+                     **{ledger: _mean([f[ledger] for _, f in members]) for ledger in ("eps_claimed", "eps_rigorous")}})
     return rows
+
+
+def _mean(values: list[float]) -> float:
+    """The mean of ``values`` that are not NaN (∞ where one is ∞), NaN where none is."""
+    present = [v for v in values if not math.isnan(v)]
+    return statistics.fmean(present) if present else math.nan
 
 
 def _result_line(row: dict[str, Any]) -> str:
@@ -63,7 +69,7 @@ def format_summary(summary: dict[str, Any], dry_run: bool = False) -> str:
             lines.append(f"{title}: {len(summary[key])}")
             lines += [f"  {label}" + (f": {reasons[label]}" if reasons.get(label) else "") for label in summary[key]]
     if summary.get("results"):
-        lines.append("results (recorded runs; accuracy mean ± sample std over the seeds):")
+        lines.append("results (recorded runs; accuracy mean ± sample std, each ε the mean, over the seeds):")
         lines += [_result_line(row) for row in summary["results"]]
     if summary.get("unequal_budgets"):
         lines.append("unequal budgets (the report marks these rows):")
