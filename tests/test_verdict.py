@@ -50,6 +50,25 @@ def test_a_fresh_clone_renders_the_committed_verdict_and_headline_from_the_archi
     assert committed.startswith("# Headline")  # its own title, not a shared one
 
 
+def _run_at(table: str) -> dict[tuple[str, str], str]:
+    """A verdict table's "Run at" per (Method, ε (paper))."""
+    lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[1:]]
+    return {(r[header.index("Method")], r[header.index("ε (paper)")]): r[header.index("Run at")] for r in rows}
+
+
+def test_the_readme_reads_the_paper_rows_first_and_the_laptop_page_its_own(fresh):
+    """DGD ran at both scales: the README's verdict shows its paper-scale run, the laptop page's own verdict table
+    its laptop run (the laptop rows stay on their page), and each table's footnote says which it reads first."""
+    readme = _block((fresh / "README.md").read_text())
+    page = (fresh / "headline.md").read_text().split("### Verdict per paper row", 1)[1].split("### Verdict per method")[0]
+    assert _run_at(readme)[("DGD", "10")] == "paper scale"
+    assert _run_at(page)[("DGD", "10")] == "laptop scale"
+    assert "Run at: the scale of the run shown, paper scale" in readme
+    assert "Run at: the scale of the run shown, this page's scale where it has a current run" in page
+
+
 def test_the_frontier_is_drawn_as_png_and_svg_and_linked_from_the_readme(fresh):
     for suffix in ("png", "svg"):
         assert (fresh / "results" / "figures" / f"headline_laptop_frontier.{suffix}").stat().st_size > 10_000

@@ -177,7 +177,7 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
             found = group_frame(cell_frame([cell for cell, _ in paired], [cfg for _, cfg in paired], runs))
             by_scale = {other: found, scale: groups} if other == verdict.PAPER_SCALE else {scale: groups, other: found}
         render_verdict(spec, stem, groups, refs, table.scale_line, out, section, searched, reference, by_scale,
-                       settings)
+                       settings, page_scale=scale)
     moved = moved_markdown(moved_runs(frame, history)) if history is not None else ""
     if moved:
         section.markdown = "\n".join([section.markdown, moved])

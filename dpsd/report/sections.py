@@ -22,11 +22,13 @@ LADDER_PAGE = "results/ladder.md"  # the page README's verdict links a method's 
 
 def render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: Path, section: site.Section,
                    searched: dict | None = None, reference=None, by_scale: dict | None = None,
-                   settings=None) -> None:
+                   settings=None, page_scale: str | None = None) -> None:
     """``feeds.frontier``: the privacy–accuracy frontier (PNG and SVG), the verdict table and one verdict
     sentence per method (``searched``: what the readings specs covered), kept as the section's ``verdict``
-    block for ``--readme``; the table reads each row at the first scale of ``by_scale`` (paper scale first) with a
-    run for it, and says beside it what that run set otherwise than the paper (``settings``). The figure is named
+    block for ``--readme``; that table reads each row at the first scale of ``by_scale`` (paper scale first) with a
+    run for it, and says beside it what that run set otherwise than the paper (``settings``). The page's own table
+    reads each row at the page's scale (``page_scale``) first, so a page keeps its own rows (the laptop rows stay
+    on the laptop page while the README reads the paper-scale ones). The figure is named
     for the spec and the scale (``stem``): the headline rendered at paper scale beside the laptop one
     (results/headline_paper.md, results/headline_laptop.md) must not overwrite the frontier the README shows."""
     caption = (f"{spec.feeds.get('title', spec.name)}; {scale_line}. Points: mean over seeds (error bars: sample "
@@ -43,10 +45,14 @@ def render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: Pa
                  "([results/readings.md](results/readings.md)):", "", *bullets]
     section.verdict = "\n".join([f"*{scale_line}.*", "", table, "", *sentences, "",
                                   f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
-    page_rows = rows.assign(Section=rows["Section"].str.replace(f"]({LADDER_PAGE}", f"]({Path(LADDER_PAGE).name}",
-                                                                 regex=False))  # the page lies beside the ladder's
+    page_order = {page_scale: by_scale[page_scale], **by_scale} if by_scale and page_scale in by_scale else None
+    page_rows = verdict.verdict_rows(refs, page_order, LADDER_PAGE, reference, settings) if page_order else rows
+    page_rows = page_rows.assign(Section=page_rows["Section"].str.replace(
+        f"]({LADDER_PAGE}", f"]({Path(LADDER_PAGE).name}", regex=False))  # the page lies beside the ladder's
+    run_at = verdict.PAGE_FIRST if page_order else verdict.PAPER_FIRST
     section.markdown = "\n".join([section.markdown, "### Verdict per paper row", "",
-                                   verdict.verdict_markdown(page_rows, "the runs archived in results/runs.csv"), "",
+                                   verdict.verdict_markdown(page_rows, "the runs archived in results/runs.csv", run_at),
+                                   "",
                                    "### Verdict per method", "", *bullets, "",
                                    f"![The privacy–accuracy frontier](figures/{paths[0].name})", ""])
 

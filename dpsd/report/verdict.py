@@ -161,8 +161,15 @@ def verdict_rows(refs: pd.DataFrame, groups: pd.DataFrame | dict[str, pd.DataFra
     return frame.loc[order.sort_values(["_private", "Method", "_eps"], kind="stable").index].reset_index(drop=True)
 
 
-def verdict_markdown(rows: pd.DataFrame, source: str) -> str:
-    """The verdict table as Markdown, with what its words and columns mean."""
+PAPER_FIRST = ("paper scale (each paper's own settings, dpsd/conf/method_scale/paper/) where one exists, else the "
+               "page's")
+PAGE_FIRST = ("this page's scale where it has a current run, else paper scale (each paper's own settings, "
+              "dpsd/conf/method_scale/paper/)")
+
+
+def verdict_markdown(rows: pd.DataFrame, source: str, run_at: str = PAPER_FIRST) -> str:
+    """The verdict table as Markdown, with what its words and columns mean (``run_at``: which scale its rows
+    were read at first, :data:`PAPER_FIRST` or :data:`PAGE_FIRST`)."""
     def cell(text: object) -> str:
         return str(text).replace("|", "\\|")
 
@@ -175,8 +182,8 @@ def verdict_markdown(rows: pd.DataFrame, source: str) -> str:
               "finished run recorded by this checkout's code of the method (every other run of it is kept, marked "
               "superseded; dpsd/report/runs.py); of the cells that answer a paper row, those with 2 seeds or more if any, "
               "and of them the best mean (dpsd/report/scoreboard.py deciding_group); (stale): recorded by other code of the method than this checkout's "
-              "(docs/reproducing.md), to re-run with --rerun-stale. Run at: the scale of the run shown, paper scale (each "
-              "paper's own settings, dpsd/conf/method_scale/paper/) where one exists, else the page's. Differs from the paper: "
+              f"(docs/reproducing.md), to re-run with --rerun-stale. Run at: the scale of the run shown, {run_at}. "
+              "Differs from the paper: "
               "what that run set otherwise than its paper states, ours (paper's), read from results/reference/settings.csv "
               "against the run's resolved config. ε rigorous: a standard accountant over every teacher query, "
               "under the relation named (docs/privacy.md); ∞: a release no mechanism covers."]
