@@ -105,10 +105,29 @@ def test_a_cell_two_specs_share_is_named_by_the_spec_that_recorded_it():
     confirm = Cell("confirm", "seed=0", ("method=dpsd", "privacy=none", "seed=0"), "h1")
     budget = Cell("budget", "method.iterations=400 seed=0", ("method=dpsd", "method.iterations=400", "seed=0"), "h1")
     fresh = [Cell("budget", "seed=0", ("a=1",), "h2"), Cell("confirm", "seed=0", ("b=2",), "h2")]
-    assert cell_overrides([confirm, budget], {"h1": "confirm"})["h1"] == "method=dpsd privacy=none seed=0"
-    assert cell_overrides([budget, confirm], {"h1": "confirm"})["h1"] == "method=dpsd privacy=none seed=0"
-    assert cell_overrides([confirm, budget], {"h1": "budget"})["h1"] == "method=dpsd method.iterations=400 seed=0"
-    assert cell_overrides(fresh, {})["h2"] == "a=1"
+    assert cell_overrides([confirm, budget], {"h1": "confirm"}) == ({"h1": "method=dpsd privacy=none seed=0"}, {})
+    assert cell_overrides([budget, confirm], {"h1": "confirm"}) == ({"h1": "method=dpsd privacy=none seed=0"}, {})
+    assert cell_overrides([confirm, budget], {"h1": "budget"})[0] == {"h1": "method=dpsd method.iterations=400 seed=0"}
+    assert cell_overrides(fresh, {}) == ({}, {"h2": "a=1"})
+    assert cell_overrides([budget], {"h1": "confirm"}) == ({}, {"h1": "method=dpsd method.iterations=400 seed=0"})
+
+
+def test_a_page_without_the_spec_that_recorded_a_cell_never_renames_it_in_the_archive(tmp_path):
+    """Pages are rendered one at a time, each rewriting the archive: a page whose specs share a cell (one config
+    hash) with the spec that recorded it, but not that spec, gives its own name for the cell only where the archive
+    has none, so the archive (and the ``superseded`` flags its names decide) is the same whichever page came last."""
+    runs = pd.DataFrame([_run("a", "h1", "2026-01-01", 91.0), _run("b", "h2", "2026-01-02", 50.0)])
+    path = write_archive(runs, tmp_path / "runs.csv", {"h1": "dataset=mnist method=dpsd seed=0"})
+    written = path.read_bytes()
+    write_archive(read_archive(path), path, {}, None, {"h1": "dataset=mnist method=dpsd method.loss=kd seed=0"})
+    assert path.read_bytes() == written  # the recording spec's name stands
+    write_archive(read_archive(path), path, {}, None, {"h2": "dataset=mnist method=dafl seed=0"})
+    raw = pd.read_csv(path, keep_default_na=False)
+    assert dict(zip(raw["run_id"], raw["overrides"])) == {"a": "dataset=mnist method=dpsd seed=0",
+                                                          "b": "dataset=mnist method=dafl seed=0"}  # unnamed: named
+    write_archive(read_archive(path), path, {"h1": "dataset=mnist method=dpsd privacy=none seed=0"})
+    raw = pd.read_csv(path, keep_default_na=False)
+    assert raw.set_index("run_id").loc["a", "overrides"] == "dataset=mnist method=dpsd privacy=none seed=0"
 
 
 def test_the_set_ups_quickstart_runs_stay_in_the_store_and_out_of_the_archive(tmp_path):

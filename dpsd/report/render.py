@@ -193,15 +193,21 @@ def render_spec(spec: Spec, scale: str, overrides: Sequence[str], runs, referenc
     return section
 
 
-def cell_overrides(cells: list[Cell], recorded_by: dict[str, str]) -> dict[str, str]:
-    """The archive's ``overrides`` of each cell by config hash: those of the spec whose sweep recorded its runs
-    (``recorded_by``: hash -> sweep) where that spec is among ``cells``' (a budget's first point is a confirmation's
-    run, the same config), else those of the first spec that has the cell."""
-    known: dict[str, str] = {}
+def cell_overrides(cells: list[Cell], recorded_by: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The archive's ``overrides`` of each cell by config hash, as two maps: ``recorded``, those of the spec whose
+    sweep recorded its runs (``recorded_by``: hash -> sweep) where that spec is among ``cells``' (a budget's first
+    point is a confirmation's run, the same config); ``unrecorded``, for every other cell, those of the first spec
+    that has it, which :func:`~dpsd.report.runs.write_archive` uses only where the archive names the cell no other
+    way, so that which page is rendered last never renames a cell (and never moves its ``superseded`` flag)."""
+    recorded: dict[str, str] = {}
+    unrecorded: dict[str, str] = {}
     for cell in cells:
-        if cell.config_hash not in known or recorded_by.get(cell.config_hash) == cell.spec:
-            known[cell.config_hash] = " ".join(cell.overrides)
-    return known
+        text = " ".join(cell.overrides)
+        if recorded_by.get(cell.config_hash) == cell.spec:
+            recorded.setdefault(cell.config_hash, text)
+        else:
+            unrecorded.setdefault(cell.config_hash, text)
+    return recorded, {digest: text for digest, text in unrecorded.items() if digest not in recorded}
 
 
 def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequence[str] = (),
@@ -232,9 +238,9 @@ def render_report(specs: Sequence[Path], scale: str = "smoke", overrides: Sequen
     runs = latest_per_cell(history) if len(history) else history.set_index("config_hash")
     if archive is not None and update_archive:
         recorded_by = dict(zip(history["config_hash"], history["sweep"])) if len(history) else {}
-        known = cell_overrides([cell for spec in loaded for cell in expand_cells(spec, scale, list(overrides))],
-                               recorded_by)
-        write_archive(history, archive, known, Path(cfg.results_dir))
+        recorded, unrecorded = cell_overrides(
+            [cell for spec in loaded for cell in expand_cells(spec, scale, list(overrides))], recorded_by)
+        write_archive(history, archive, recorded, Path(cfg.results_dir), unrecorded)
     for needed in (Path(reference_csv), settings_path(reference_csv)):
         if not needed.is_file():
             print(f"warning: no file {needed} (run from the repository root, or pass --reference): the pages will "

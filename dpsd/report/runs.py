@@ -241,11 +241,12 @@ def read_archive(path: Path) -> pd.DataFrame:
 
 
 def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | None = None,
-                  results_dir: Path | None = None) -> Path:
+                  results_dir: Path | None = None, fallback: dict[str, str] | None = None) -> Path:
     """Write runs (:func:`load_history`'s, or one per cell) to ``path`` as CSV in hash then time order
     (stable diffs): every run once, ``superseded`` true on each that is not its cell's current run
     (:func:`latest_per_cell`) or that a later run of the same cell supersedes (:func:`superseded_by_later`),
-    ``overrides``, the cell's overrides by config hash, where given (else what the archive held), less the places
+    ``overrides``, the cell's overrides by config hash, where given (else what the archive held, else ``fallback``'s:
+    the text of a spec that did not record the cell, which never replaces what the archive held), less the places
     (:data:`PLACE_KEYS`: where this machine keeps its data and store, which no cell's identity holds, so a clone
     rendering with its own ``data.root`` rewrites nothing), and each ``artifact_uri`` relative to ``results_dir``
     (default: the archive's folder; :func:`relative_artifact_uri`). The set-up's runs (:data:`SETUP_SWEEP`) are left out."""
@@ -254,7 +255,7 @@ def write_archive(runs: pd.DataFrame, path: Path, overrides: dict[str, str] | No
     frame = frame.drop_duplicates("run_id", keep="last")
     frame = frame[frame["sweep"] != SETUP_SWEEP]
     previous = _previous_overrides(path)
-    known = {**previous, **(overrides or {})}
+    known = {**(fallback or {}), **previous, **(overrides or {})}
     frame = frame.assign(overrides=frame["config_hash"].map(lambda h: cell_identity(known.get(h, ""))),
                          artifact_uri=frame["artifact_uri"].map(
                              lambda u: relative_artifact_uri(u, results_dir if results_dir is not None else path.parent)))
