@@ -90,7 +90,8 @@ def test_every_committed_page_is_what_the_runs_archive_renders(tmp_path, monkeyp
     committed, but for the line naming the store. A page edited by hand, or left unrendered after a run or a code
     change it reports (a method's runs turning stale), fails here. The Markdown is compared, not the images: each
     figure is still built from the runs but written as an empty file, unlaid and undrawn (drawing the pages' figures
-    was a third of this test's time; the figure tests draw them)."""
+    was a third of this test's time; the figure tests draw them). The archive too comes out byte for byte as
+    committed: rendering every page names each cell and flags each superseded run as the committed archive does."""
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", _written_undrawn)
     monkeypatch.setattr(matplotlib.figure.Figure, "tight_layout", lambda figure, **layout: None)
     for name in ("README.md", "results/runs.csv", "results/pages.yaml"):
@@ -104,3 +105,6 @@ def test_every_committed_page_is_what_the_runs_archive_renders(tmp_path, monkeyp
     for page in [*load_pages(), Page(Path("README.md"), ())]:
         assert _without_store((tmp_path / page.markdown).read_text()) == _without_store(
             (REPO / page.markdown).read_text()), f"{page.markdown}: run `dpsd pages` and commit what it writes"
+    assert (tmp_path / "results" / "runs.csv").read_bytes() == (REPO / "results" / "runs.csv").read_bytes(), (
+        "results/runs.csv is not what `dpsd pages` writes from it (a cell's name or superseded flag moved): run "
+        "`dpsd pages` and commit the archive it writes")
