@@ -18,14 +18,18 @@ def _block(text: str) -> str:
     return text.split(BEGIN, 1)[1].split(END, 1)[0]
 
 
+def _table(lines: list[str]) -> list[dict[str, str]]:
+    """A Markdown table's rows (``lines``: its header, then its rows, no separator) as dicts keyed by column."""
+    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    return [dict(zip(header, (c.strip() for c in line.strip("|").split(" | ")))) for line in lines[1:]]
+
+
 def _reproduced(page: str) -> list[str]:
     """The headline page's Row and Reproduced columns, in order (its comparison table)."""
     table = page.split("| Row | Cell |", 1)[1].split("Context:")[0]
     lines = ["| Row | Cell |" + table.splitlines()[0], *[line for line in table.splitlines()[1:]
                                                         if line.startswith("| ") and "---" not in line]]
-    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
-    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[1:]]
-    return [f"{r[header.index('Row')]} {r[header.index('Reproduced')]}" for r in rows]
+    return [f"{r['Row']} {r['Reproduced']}" for r in _table(lines)]
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +56,8 @@ def test_a_fresh_clone_renders_the_committed_verdict_and_headline_from_the_archi
 
 def _run_at(table: str) -> dict[tuple[str, str], str]:
     """A verdict table's "Run at" per (Method, ε (paper))."""
-    lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
-    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
-    rows = [[c.strip() for c in line.strip("|").split(" | ")] for line in lines[1:]]
-    return {(r[header.index("Method")], r[header.index("ε (paper)")]): r[header.index("Run at")] for r in rows}
+    rows = _table([line for line in table.splitlines() if line.startswith("| ") and "---" not in line])
+    return {(r["Method"], r["ε (paper)"]): r["Run at"] for r in rows}
 
 
 def test_the_readme_reads_the_paper_rows_first_and_the_laptop_page_its_own(fresh):

@@ -44,10 +44,9 @@ def render_verdict(spec: Spec, stem: str, groups, refs, scale_line: str, out: Pa
     mixed = bool(by_scale) and len(by_scale) > 1 and page_scale in by_scale
     lead = (f"*Each row is read at {next(iter(by_scale))} scale where it ran there, else at {scale_line} (its Run "
             f"at column).*" if mixed else f"*{scale_line}.*")
-    sentences = [f"Per method, from the {page_scale}-scale runs and the readings searches" if mixed else
-                 "Per method, from the same runs and the readings searches",
-                 " ([results/readings.md](results/readings.md)):"]
-    section.verdict = "\n".join([lead, "", table, "", "".join(sentences), "", *bullets, "",
+    runs = f"the {page_scale}-scale runs" if mixed else "the same runs"
+    sentence = f"Per method, from {runs} and the readings searches ([results/readings.md](results/readings.md)):"
+    section.verdict = "\n".join([lead, "", table, "", sentence, "", *bullets, "",
                                   f"![The privacy–accuracy frontier](results/figures/{paths[0].name})", ""])
     page_order = {page_scale: by_scale[page_scale], **by_scale} if by_scale and page_scale in by_scale else None
     page_rows = verdict.verdict_rows(refs, page_order, LADDER_PAGE, reference, settings) if page_order else rows
