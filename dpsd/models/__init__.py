@@ -63,9 +63,9 @@ def channels_last(model: nn.Module) -> nn.Module:
     batch norms and poolings run in that layout whatever the input's (oneDNN on a CPU, cuDNN on a GPU).
 
     Same arithmetic, other summation order in the convolutions (float rounding only). On a 2-core CPU
-    (torch 2.15, 2026-11-24) ``python -m dpsd.bench --layout --methods dpsd,dp_dfd dataset=mnist
-    scale=laptop`` timed a DPSD iteration at b = 128 at 272 ms against 348 ms in NCHW and a DP-DFD one at
-    324 ms against 393 ms (README, "Memory layout").
+    ``python -m dpsd.bench --layout --methods dpsd,dp_dfd dataset=mnist scale=laptop`` timed a DPSD iteration
+    at b = 128 at 272 ms against 348 ms in NCHW and a DP-DFD one at 324 ms against 393 ms (docs/performance.md,
+    "Memory layout").
     """
     return model.to(memory_format=torch.channels_last)
 
